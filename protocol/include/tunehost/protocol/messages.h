@@ -1,0 +1,160 @@
+// Protocol v1 messages as C++ values. The grammar is protocol/docs/wire-format.md;
+// field order here is the order on the wire.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace tunehost::protocol {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 20;
+
+// One MessagePack value kept as its encoded bytes (search spaces, parameters,
+// class arguments, metric values). Re-encoded verbatim.
+using Packed = std::string;
+
+// NNI parameter id: integer, string (Hyperband-style) or nil (customized).
+using ParameterId = std::variant<std::monostate, int64_t, std::string>;
+
+// A metric: a number, or a map with a numeric "default" key.
+struct Metric {
+  Packed raw;           // the value as sent
+  double scalar = 0.0;  // the number, or map["default"]
+};
+
+enum class MetricType { kPeriodical, kFinal };
+enum class TrialStatus { kSucceeded, kFailed, kUserCanceled, kSysCanceled, kEarlyStopped };
+enum class ParameterSource { kAlgorithm, kCustomized, kResumed, kExternal };
+
+std::string_view ToString(MetricType t);
+std::string_view ToString(TrialStatus s);
+std::string_view ToString(ParameterSource s);
+bool ParseMetricType(std::string_view s, MetricType* out);
+bool ParseTrialStatus(std::string_view s, TrialStatus* out);
+bool ParseParameterSource(std::string_view s, ParameterSource* out);
+
+struct PluginSpec {
+  std::string name;
+  Packed args;  // a map; "\x80" (empty map) when none
+};
+
+struct ExperimentSpec {
+  std::string id;
+  PluginSpec tuner;
+  std::optional<PluginSpec> assessor;
+  uint32_t concurrency = 1;
+  uint64_t max_trials = 0;       // 0 = unlimited
+  double max_duration_s = 0.0;   // 0 = unlimited
+};
+
+struct ImportRecord {
+  Packed parameters;
+  Metric value;
+  std::optional<std::string> trial_id;
+};
+
+struct RunningTrial {
+  std::string trial_id;
+  uint32_t attempt = 0;
+  int64_t last_sequence = -1;
+};
+
+struct Resources {
+  uint32_t gpus = 0;
+  Packed extra;  // a map
+};
+
+// --- control requests (client -> host) ---
+struct Initialize { Packed search_space; std::optional<ExperimentSpec> experiment; };   // IN
+struct RequestTrialJobs { uint32_t count = 0; };                                         // GE
+struct UpdateSearchSpace { Packed search_space; };                                       // SS
+struct ImportData { std::vector<ImportRecord> data; };                                   // FD
+struct AddCustomizedTrialJob { Packed parameters; };                                     // AD
+struct Terminate {};                                                                     // TE
+struct Ping {};                                                                          // PI
+
+// --- worker -> host (results socket); ME and EN also on control ---
+struct ReportMetricData {                                                                // ME
+  std::string trial_id;
+  uint32_t attempt = 0;
+  ParameterId parameter_id;
+  MetricType type = MetricType::kPeriodical;
+  uint64_t sequence = 0;
+  Metric value;
+  std::string worker_id;
+};
+struct TrialEnd {                                                                        // EN
+  std::string trial_id;
+  uint32_t attempt = 0;
+  TrialStatus status = TrialStatus::kSucceeded;
+  std::string error;
+  std::string worker_id;
+};
+struct WorkerHello {                                                                     // WH
+  std::string worker_id;
+  uint32_t slots = 1;
+  Resources resources;
+  std::string language;
+  std::string version;
+  std::vector<RunningTrial> running;
+};
+struct Heartbeat {                                                                       // HB
+  std::string worker_id;
+  uint32_t free_slots = 0;
+  std::vector<RunningTrial> running;
+};
+struct TrialStarted { std::string worker_id; std::string trial_id; uint32_t attempt = 0; };  // TS
+struct TrialRejected {                                                                   // TJ
+  std::string worker_id;
+  std::string trial_id;
+  uint32_t attempt = 0;
+  std::string reason;
+};
+struct WorkerBye { std::string worker_id; };                                             // WB
+
+// --- host -> worker / watchers ---
+struct NewTrialJob {                                                                     // TR
+  std::string experiment_id;
+  std::string trial_id;
+  uint64_t sequence_id = 0;
+  uint32_t attempt = 0;
+  ParameterId parameter_id;
+  ParameterSource parameter_source = ParameterSource::kAlgorithm;
+  uint32_t parameter_index = 0;
+  Packed parameters;
+};
+struct SendTrialJobParameter { NewTrialJob job; };                                       // SP (reserved)
+struct KillTrialJob { std::string trial_id; uint32_t attempt = 0; std::string reason; };  // KI
+struct MetricAck { std::string trial_id; uint32_t attempt = 0; uint64_t sequence = 0; };  // MA
+struct HelloRequest {};                                                                  // HR
+struct Initialized { std::string experiment_id; };                                       // ID
+struct NoMoreTrialJobs { uint32_t requested = 0; uint32_t generated = 0; };              // NO
+struct ErrorEvent { std::string code; std::string message; std::string source; };        // ER
+
+// --- control replies ---
+struct OkReply { Packed data; };                                                         // ok
+struct ErrorReply { std::string code; std::string message; };                           // error
+
+using Body = std::variant<Initialize, RequestTrialJobs, UpdateSearchSpace, ImportData,
+                          AddCustomizedTrialJob, Terminate, Ping, ReportMetricData, TrialEnd,
+                          WorkerHello, Heartbeat, TrialStarted, TrialRejected, WorkerBye,
+                          NewTrialJob, SendTrialJobParameter, KillTrialJob, MetricAck,
+                          HelloRequest, Initialized, NoMoreTrialJobs, ErrorEvent, OkReply,
+                          ErrorReply>;
+
+// The wire type code of a body ("IN", "TR", "ok", ...).
+std::string_view TypeCode(const Body& body);
+
+struct Message {
+  uint32_t version = kProtocolVersion;
+  std::string type;  // filled by Decode; Encode derives it from body
+  uint64_t id = 0;
+  Body body;
+};
+
+}  // namespace tunehost::protocol
