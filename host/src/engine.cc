@@ -1,0 +1,570 @@
+#include "tunehost/host/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include <msgpack.hpp>
+#include <spdlog/spdlog.h>
+
+namespace tunehost::host {
+
+namespace p = tunehost::protocol;
+
+std::string_view ToString(ExperimentStatus s) {
+  switch (s) {
+    case ExperimentStatus::kInitialized: return "INITIALIZED";
+    case ExperimentStatus::kRunning: return "RUNNING";
+    case ExperimentStatus::kNoMoreTrial: return "NO_MORE_TRIAL";
+    case ExperimentStatus::kTunerNoMoreTrial: return "TUNER_NO_MORE_TRIAL";
+    case ExperimentStatus::kDone: return "DONE";
+    case ExperimentStatus::kStopping: return "STOPPING";
+    case ExperimentStatus::kStopped: return "STOPPED";
+    case ExperimentStatus::kError: return "ERROR";
+  }
+  return "ERROR";
+}
+
+std::vector<int64_t> ParameterIdPool::Allocate(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> ids;
+  ids.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    ids.push_back(next_);
+    open_.insert(next_++);
+  }
+  return ids;
+}
+
+bool ParameterIdPool::Claim(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.erase(id) == 1;
+}
+
+int64_t ParameterIdPool::next() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_;
+}
+
+Engine::Engine(EngineOptions options, EngineSink* sink)
+    : options_(std::move(options)), sink_(sink) {
+  if (options_.concurrency == 0) options_.concurrency = 1;
+}
+
+void Engine::SetOptions(EngineOptions options) {
+  if (status_ != ExperimentStatus::kInitialized) return;
+  options_ = std::move(options);
+  if (options_.concurrency == 0) options_.concurrency = 1;
+}
+
+void Engine::Start(Clock::time_point now) {
+  if (status_ != ExperimentStatus::kInitialized) return;
+  status_ = ExperimentStatus::kRunning;
+  started_ = now;
+  Pump(now);
+}
+
+void Engine::Stop(std::string_view reason) {
+  if (finished()) return;
+  status_ = ExperimentStatus::kStopped;
+  for (auto& [id, trial] : trials_) {
+    if (trial.state == TrialState::kRunning && !trial.worker_id.empty()) Kill(trial, reason);
+  }
+}
+
+void Engine::Fail(std::string reason) {
+  if (status_ == ExperimentStatus::kError || status_ == ExperimentStatus::kStopped) return;
+  spdlog::error("experiment {}: {}", options_.experiment_id, reason);
+  status_ = ExperimentStatus::kError;
+  error_ = std::move(reason);
+}
+
+bool Engine::finished() const {
+  switch (status_) {
+    case ExperimentStatus::kDone:
+    case ExperimentStatus::kStopped:
+      return true;
+    case ExperimentStatus::kError:
+      return ActiveCount() == 0;
+    default:
+      return false;
+  }
+}
+
+const Trial* Engine::Find(const std::string& trial_id) const {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+size_t Engine::free_slots() const {
+  size_t free = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.blocked && w.slots > w.running.size()) free += w.slots - w.running.size();
+  }
+  return free;
+}
+
+p::NewTrialJob Engine::JobFor(const Trial& trial) const {
+  p::NewTrialJob job;
+  job.experiment_id = options_.experiment_id;
+  job.trial_id = trial.id;
+  job.sequence_id = trial.sequence_id;
+  job.attempt = trial.attempt;
+  job.parameter_id = trial.parameter_id;
+  job.parameter_source = trial.source;
+  job.parameter_index = 0;
+  job.parameters = trial.parameters;
+  return job;
+}
+
+Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Packed parameters,
+                        Clock::time_point now) {
+  char id[32];
+  std::snprintf(id, sizeof id, "T%05llu", static_cast<unsigned long long>(next_sequence_));
+  Trial& t = trials_[id];
+  t.id = id;
+  t.sequence_id = next_sequence_++;
+  t.parameter_id = parameter_id;
+  t.source = source;
+  t.parameters = std::move(parameters);
+  t.offered_at = now;
+  if (source != p::ParameterSource::kExternal) {
+    ++stats_.created;
+    waiting_.push_back(t.id);
+  } else {
+    t.state = TrialState::kRunning;  // run by the client that asked for it
+    t.started_at = now;
+  }
+  sink_->Publish(JobFor(t));
+  return t;
+}
+
+const Trial& Engine::AddCustomized(p::Packed parameters, Clock::time_point now) {
+  int64_t id = ids_.Allocate(1).front();
+  ids_.Claim(id);
+  Trial& t = NewTrial(id, p::ParameterSource::kCustomized, std::move(parameters), now);
+  Pump(now);
+  return t;
+}
+
+const Trial& Engine::AddExternal(int64_t parameter_id, p::Packed parameters,
+                                 Clock::time_point now) {
+  return NewTrial(parameter_id, p::ParameterSource::kExternal, std::move(parameters), now);
+}
+
+Engine::Worker* Engine::Seen(const std::string& worker_id, Clock::time_point now) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return nullptr;
+  it->second.last_seen = now;
+  return &it->second;
+}
+
+void Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
+  Worker& w = workers_[m.worker_id];
+  bool fresh = w.id.empty();
+  w.id = m.worker_id;
+  w.slots = m.slots;
+  w.gpus = m.resources.gpus;
+  w.last_seen = now;
+  w.blocked = false;
+  if (fresh) {
+    spdlog::info("worker {} joined: {} slot(s), {} GPU(s), {} {}", m.worker_id, m.slots,
+                 m.resources.gpus, m.language, m.version);
+  }
+  ReconcileRunning(w, m.running, /*from_hello=*/true, now);
+  Pump(now);
+}
+
+void Engine::OnHeartbeat(const p::Heartbeat& m, Clock::time_point now) {
+  Worker* w = Seen(m.worker_id, now);
+  if (w == nullptr) {
+    sink_->SendToWorker(m.worker_id, p::HelloRequest{});
+    return;
+  }
+  w->blocked = false;
+  ReconcileRunning(*w, m.running, /*from_hello=*/false, now);
+  Pump(now);
+}
+
+void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& running,
+                              bool from_hello, Clock::time_point now) {
+  std::unordered_set<std::string> listed;
+  for (const p::RunningTrial& r : running) {
+    listed.insert(r.trial_id);
+    auto it = trials_.find(r.trial_id);
+    if (it == trials_.end()) {
+      sink_->SendToWorker(w.id, p::KillTrialJob{r.trial_id, r.attempt, "unknown trial"});
+      continue;
+    }
+    Trial& t = it->second;
+    bool current = r.attempt == t.attempt && t.state != TrialState::kEnded;
+    if (current && t.state == TrialState::kRunning && t.worker_id == w.id) continue;
+    if (current && from_hello && t.state != TrialState::kRunning) {
+      // A worker re-announcing a trial it still runs (host restart, lost TS):
+      // take it back instead of running it again.
+      if (t.state == TrialState::kOffered) offered_.erase(t.id);
+      if (t.state == TrialState::kWaiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
+      t.state = TrialState::kRunning;
+      t.worker_id = w.id;
+      t.started_at = now;
+      w.running.insert(t.id);
+      ++running_;
+      spdlog::info("trial {} attempt {} re-attached to worker {}", t.id, t.attempt, w.id);
+      continue;
+    }
+    sink_->SendToWorker(w.id, p::KillTrialJob{r.trial_id, r.attempt, "superseded"});
+  }
+  // Trials the host believes run here but the worker no longer lists.
+  std::vector<std::string> lost;
+  for (const std::string& id : w.running) {
+    Trial& t = trials_.at(id);
+    if (listed.count(id) != 0) {
+      t.missed_heartbeats = 0;
+    } else if (++t.missed_heartbeats >= 2 || from_hello) {
+      lost.push_back(id);
+    }
+  }
+  for (const std::string& id : lost) {
+    Trial& t = trials_.at(id);
+    spdlog::warn("worker {} no longer runs trial {} attempt {}: re-offering", w.id, t.id,
+                 t.attempt);
+    Kill(t, "superseded");
+    Requeue(t, /*new_attempt=*/true, "lost by its worker");
+  }
+}
+
+void Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
+  Worker* w = Seen(m.worker_id, now);
+  if (w == nullptr) {
+    // Started before its hello reached us (or after we dropped it): accept the
+    // trial, ask who it is.
+    Worker& nw = workers_[m.worker_id];
+    nw.id = m.worker_id;
+    nw.slots = 1;
+    nw.last_seen = now;
+    w = &nw;
+    sink_->SendToWorker(m.worker_id, p::HelloRequest{});
+  }
+  auto it = trials_.find(m.trial_id);
+  if (it == trials_.end()) {
+    sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "unknown trial"});
+    return;
+  }
+  Trial& t = it->second;
+  if (t.state == TrialState::kRunning && t.attempt == m.attempt && t.worker_id == m.worker_id) {
+    return;  // duplicate
+  }
+  if (t.state != TrialState::kOffered || t.attempt != m.attempt) {
+    spdlog::info("trial {} attempt {} started on {} but is superseded: killing it", t.id,
+                 m.attempt, m.worker_id);
+    sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
+    return;
+  }
+  offered_.erase(t.id);
+  t.state = TrialState::kRunning;
+  t.worker_id = m.worker_id;
+  t.started_at = now;
+  t.missed_heartbeats = 0;
+  w->running.insert(t.id);
+  ++running_;
+  spdlog::debug("trial {} attempt {} running on {}", t.id, t.attempt, m.worker_id);
+  Pump(now);
+}
+
+void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
+  if (Worker* w = Seen(m.worker_id, now)) w->blocked = true;
+  ++stats_.rejects;
+  auto it = trials_.find(m.trial_id);
+  if (it == trials_.end()) return;
+  Trial& t = it->second;
+  if (t.state != TrialState::kOffered || t.attempt != m.attempt) return;  // stale
+  Requeue(t, /*new_attempt=*/false, "rejected");
+  Pump(now);
+}
+
+void Engine::OnBye(const p::WorkerBye& m, Clock::time_point now) {
+  (void)now;
+  DropWorker(m.worker_id, "said goodbye");
+  Pump(now);
+}
+
+void Engine::DropWorker(const std::string& worker_id, std::string_view why) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  std::vector<std::string> running(it->second.running.begin(), it->second.running.end());
+  std::sort(running.begin(), running.end());
+  spdlog::warn("worker {} {}: re-offering {} running trial(s)", worker_id, why, running.size());
+  for (const std::string& id : running) Requeue(trials_.at(id), /*new_attempt=*/true, why);
+  workers_.erase(worker_id);
+}
+
+void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
+  if (t.state == TrialState::kRunning) {
+    auto w = workers_.find(t.worker_id);
+    if (w != workers_.end()) w->second.running.erase(t.id);
+    --running_;
+  } else if (t.state == TrialState::kOffered) {
+    offered_.erase(t.id);
+  } else {
+    return;
+  }
+  t.state = TrialState::kWaiting;
+  t.worker_id.clear();
+  t.kill_sent = false;
+  if (new_attempt) {
+    ++t.attempt;
+    ++stats_.reoffers;
+    spdlog::info("trial {} re-offered as attempt {}: {}", t.id, t.attempt, why);
+  }
+  waiting_.push_front(t.id);
+}
+
+void Engine::Kill(Trial& t, std::string_view reason) {
+  if (t.worker_id.empty()) return;
+  t.kill_sent = true;
+  p::KillTrialJob ki{t.id, t.attempt, std::string(reason)};
+  sink_->SendToWorker(t.worker_id, ki);
+  sink_->Publish(ki);
+}
+
+Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
+  bool from_worker = !m.worker_id.empty();
+  if (from_worker) {
+    if (Seen(m.worker_id, now) == nullptr) sink_->SendToWorker(m.worker_id, p::HelloRequest{});
+    // Acknowledge whatever happens next: the worker must stop resending.
+    sink_->SendToWorker(m.worker_id, p::MetricAck{m.trial_id, m.attempt, m.sequence});
+  }
+  auto it = trials_.find(m.trial_id);
+  if (it == trials_.end()) {
+    spdlog::warn("metric for unknown trial {} dropped", m.trial_id);
+    return Status::NotFound("unknown trial " + m.trial_id);
+  }
+  Trial& t = it->second;
+  if (t.attempt != m.attempt && t.source != p::ParameterSource::kExternal) {
+    spdlog::debug("metric of superseded attempt {} of trial {} dropped", m.attempt, t.id);
+    return Status::Ok();
+  }
+  if (t.state == TrialState::kEnded) {
+    spdlog::debug("metric for ended trial {} dropped", t.id);
+    return Status::Ok();
+  }
+  if (m.type == p::MetricType::kFinal) {
+    if (t.final_metric) return Status::Ok();  // duplicate
+    t.final_metric = m.value;
+    sink_->Publish(m);
+    sink_->TunerResult(t, m.value);
+    return Status::Ok();
+  }
+  if (!t.periodical.emplace(m.sequence, m.value).second) return Status::Ok();  // duplicate
+  sink_->Publish(m);
+  if (!options_.has_assessor || t.assessor_stopped) return Status::Ok();
+  // NNI: assess the contiguous history from sequence 0; wait while a gap
+  // precedes the new value.
+  uint64_t contiguous = 0;
+  for (const auto& [seq, value] : t.periodical) {
+    if (seq != contiguous) break;
+    ++contiguous;
+  }
+  if (contiguous < m.sequence + 1) return Status::Ok();
+  msgpack::sbuffer history;
+  msgpack::packer<msgpack::sbuffer> pk(history);
+  pk.pack_array(static_cast<uint32_t>(contiguous));
+  uint64_t n = 0;
+  for (const auto& [seq, value] : t.periodical) {
+    if (n++ == contiguous) break;
+    history.write(value.raw.data(), value.raw.size());
+  }
+  t.assessed = true;
+  sink_->AssessorAssess(t, p::Packed(history.data(), history.size()));
+  return Status::Ok();
+}
+
+void Engine::OnAssessment(const std::string& trial_id, uint32_t attempt, bool good) {
+  if (good) return;
+  auto it = trials_.find(trial_id);
+  if (it == trials_.end()) return;
+  Trial& t = it->second;
+  if (t.state != TrialState::kRunning || t.attempt != attempt || t.assessor_stopped) return;
+  t.assessor_stopped = true;
+  spdlog::info("assessor stops trial {} (attempt {})", t.id, attempt);
+  Kill(t, "assessor");
+}
+
+Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
+  if (!m.worker_id.empty() && Seen(m.worker_id, now) == nullptr) {
+    sink_->SendToWorker(m.worker_id, p::HelloRequest{});
+  }
+  auto it = trials_.find(m.trial_id);
+  if (it == trials_.end()) return Status::NotFound("unknown trial " + m.trial_id);
+  Trial& t = it->second;
+  if (t.state == TrialState::kEnded) return Status::Ok();  // duplicate
+  if (t.source != p::ParameterSource::kExternal &&
+      (t.attempt != m.attempt || t.state != TrialState::kRunning)) {
+    spdlog::debug("end of superseded attempt {} of trial {} ignored", m.attempt, t.id);
+    return Status::Ok();
+  }
+  if (!m.worker_id.empty() && t.worker_id != m.worker_id &&
+      t.source != p::ParameterSource::kExternal) {
+    return Status::Ok();
+  }
+  p::TrialStatus status = m.status;
+  if (t.assessor_stopped && status == p::TrialStatus::kUserCanceled) {
+    status = p::TrialStatus::kEarlyStopped;
+  }
+  EndTrial(t, status, m.error, now);
+  Pump(now);
+  return Status::Ok();
+}
+
+void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock::time_point now) {
+  if (t.state == TrialState::kRunning) {
+    auto w = workers_.find(t.worker_id);
+    if (w != workers_.end()) w->second.running.erase(t.id);
+    if (t.source != p::ParameterSource::kExternal) --running_;
+  } else if (t.state == TrialState::kOffered) {
+    offered_.erase(t.id);
+  } else if (t.state == TrialState::kWaiting) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
+  }
+  t.state = TrialState::kEnded;
+  t.status = status;
+  t.error = std::move(error);
+  t.ended_at = now;
+  bool success = status == p::TrialStatus::kSucceeded;
+  if (!t.final_metric && success && !t.periodical.empty()) {
+    // A trial that ended without a FINAL result: its last result is final
+    // (Ray Tune's __duplicate__ rule).
+    t.final_metric = t.periodical.rbegin()->second;
+    t.final_synthesized = true;
+    sink_->TunerResult(t, *t.final_metric);
+  }
+  sink_->TunerTrialEnd(t, success);
+  if (t.assessed) sink_->AssessorTrialEnd(t, success);
+  p::TrialEnd en{t.id, t.attempt, status, t.error, t.worker_id};
+  sink_->Publish(en);
+  ended_order_.push_back(t.id);
+  tuner_exhausted_ = false;  // a trial end is when NNI asks the tuner again
+  sink_->TrialFinished(t);
+}
+
+void Engine::OnParameters(const std::vector<int64_t>& ids,
+                          std::vector<std::pair<int64_t, p::Packed>> params, bool no_more,
+                          const Status& status, Clock::time_point now) {
+  inflight_ids_ -= std::min(inflight_ids_, ids.size());
+  size_t created = 0;
+  for (auto& [id, packed] : params) {
+    if (!ids_.Claim(id)) {
+      spdlog::warn("tuner emitted parameter id {} twice: second ignored", id);
+      continue;
+    }
+    NewTrial(id, p::ParameterSource::kAlgorithm, std::move(packed), now);
+    ++created;
+  }
+  if (!status.ok()) {
+    // A tuner that cannot generate would stall the experiment silently:
+    // stop asking and say why.
+    Fail("tuner failed to generate parameters: " + status.message());
+  } else if (no_more || created < ids.size()) {
+    tuner_exhausted_ = true;
+    sink_->Publish(p::NoMoreTrialJobs{static_cast<uint32_t>(ids.size()),
+                                      static_cast<uint32_t>(created)});
+  }
+  Pump(now);
+}
+
+void Engine::OnSentTrial(int64_t parameter_id, p::Packed params, Clock::time_point now) {
+  NewTrial(parameter_id, p::ParameterSource::kAlgorithm, std::move(params), now);
+  Pump(now);
+}
+
+void Engine::Tick(Clock::time_point now) {
+  // Offers nobody answered.
+  std::vector<std::string> expired;
+  for (const std::string& id : offered_) {
+    if (now - trials_.at(id).offered_at >= options_.ack_timeout) expired.push_back(id);
+  }
+  std::sort(expired.begin(), expired.end());
+  for (const std::string& id : expired) {
+    Requeue(trials_.at(id), /*new_attempt=*/true, "offer not answered in time");
+  }
+  // Workers gone silent (Paranoid Pirate liveness).
+  auto deadline = options_.heartbeat_interval * options_.liveness;
+  std::vector<std::string> dead;
+  for (const auto& [id, w] : workers_) {
+    if (now - w.last_seen > deadline) dead.push_back(id);
+  }
+  std::sort(dead.begin(), dead.end());
+  for (const std::string& id : dead) DropWorker(id, "missed heartbeats");
+  Pump(now);
+}
+
+bool Engine::BudgetOpen(Clock::time_point now) const {
+  if (options_.max_trials != 0 && stats_.created + inflight_ids_ >= options_.max_trials) {
+    return false;
+  }
+  if (options_.max_duration.count() > 0 && now - started_ >= options_.max_duration) return false;
+  return true;
+}
+
+void Engine::Pump(Clock::time_point now) {
+  bool live = status_ == ExperimentStatus::kRunning ||
+              status_ == ExperimentStatus::kTunerNoMoreTrial ||
+              status_ == ExperimentStatus::kNoMoreTrial || status_ == ExperimentStatus::kError;
+  if (!live) return;
+  if (options_.max_duration.count() > 0 && now - started_ >= options_.max_duration) {
+    // Out of time: what never started is cancelled; what runs may finish.
+    while (!waiting_.empty()) {
+      Trial& t = trials_.at(waiting_.front());
+      EndTrial(t, p::TrialStatus::kSysCanceled, "experiment duration exhausted", now);
+    }
+  }
+  // Offers: never more than free slots, never more than the concurrency.
+  size_t free = free_slots();
+  size_t capacity = free > offered_.size() ? free - offered_.size() : 0;
+  while (capacity > 0 && !waiting_.empty() &&
+         offered_.size() + running_ < options_.concurrency) {
+    Trial& t = trials_.at(waiting_.front());
+    t.offered_at = now;
+    if (!sink_->SendJob(JobFor(t))) break;
+    waiting_.pop_front();
+    t.state = TrialState::kOffered;
+    ++t.offers;
+    offered_.insert(t.id);
+    ++stats_.offers;
+    --capacity;
+  }
+  // Requests: ask the tuner only for what free slots can take now, so it
+  // decides as late as possible (with the most results).
+  if (status_ != ExperimentStatus::kError && !tuner_exhausted_ && BudgetOpen(now)) {
+    size_t active = ActiveCount() + inflight_ids_;
+    size_t want = options_.concurrency > active ? options_.concurrency - active : 0;
+    size_t takers = free > active - running_ ? free - (active - running_) : 0;
+    size_t n = std::min(want, takers);
+    if (options_.max_trials != 0) {
+      n = std::min<size_t>(n, options_.max_trials - stats_.created - inflight_ids_);
+    }
+    if (n > 0) {
+      inflight_ids_ += n;
+      sink_->RequestParameters(ids_.Allocate(n));
+    }
+  }
+  UpdateStatus(now);
+}
+
+void Engine::UpdateStatus(Clock::time_point now) {
+  if (status_ == ExperimentStatus::kError || status_ == ExperimentStatus::kStopped ||
+      status_ == ExperimentStatus::kDone || status_ == ExperimentStatus::kInitialized) {
+    return;
+  }
+  bool idle = ActiveCount() == 0 && inflight_ids_ == 0;
+  if (!BudgetOpen(now)) {
+    status_ = idle ? ExperimentStatus::kDone : ExperimentStatus::kNoMoreTrial;
+  } else if (tuner_exhausted_) {
+    // Unlike NNI (#3859), an exhausted tuner with nothing left running is DONE.
+    status_ = idle ? ExperimentStatus::kDone : ExperimentStatus::kTunerNoMoreTrial;
+  } else {
+    status_ = ExperimentStatus::kRunning;
+  }
+}
+
+}  // namespace tunehost::host

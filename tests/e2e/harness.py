@@ -1,0 +1,181 @@
+"""Helpers for end-to-end tests: real tunehost processes on loopback.
+
+Binaries come from TUNEHOST_BIN_DIR and plugins from TUNEHOST_PLUGIN_DIR
+(set by ctest). Clients speak the protocol through tunehost.protocol, the
+Python implementation of protocol/docs/wire-format.md.
+"""
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import zmq
+
+from tunehost import protocol
+
+BIN_DIR = os.environ.get("TUNEHOST_BIN_DIR", "build/bin")
+PLUGIN_DIR = os.environ.get("TUNEHOST_PLUGIN_DIR", "build/plugins")
+TUNEHOST = os.path.join(BIN_DIR, "tunehost")
+WORKER = os.path.join(BIN_DIR, "tunehost-worker")
+PYTHON = "/usr/bin/python3"
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
+
+
+def free_ports(n):
+    """n distinct free loopback ports (bound once to ask the kernel)."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def wait_for(predicate, timeout, what):
+    """Polls predicate until true; fails the test with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+class Host:
+    """A `tunehost serve` process with a control client and an event watcher."""
+
+    def __init__(self, extra_args=(), heartbeat_ms=200, ack_timeout_ms=1000):
+        ports = free_ports(4)
+        self.endpoints = {name: "tcp://127.0.0.1:%d" % port
+                          for name, port in zip(("control", "jobs", "results", "events"), ports)}
+        self.heartbeat_ms = heartbeat_ms
+        self.logfile = tempfile.NamedTemporaryFile(prefix="tunehost-host-", suffix=".log",
+                                                   delete=False)
+        args = [TUNEHOST, "serve", "--plugins", PLUGIN_DIR,
+                "--heartbeat-ms", str(heartbeat_ms), "--ack-timeout-ms", str(ack_timeout_ms)]
+        for name, ep in self.endpoints.items():
+            args += ["--" + name, ep]
+        self.proc = subprocess.Popen(list(args) + list(extra_args), stdout=self.logfile,
+                                     stderr=subprocess.STDOUT)
+        self.ctx = zmq.Context()
+        self.control = self.ctx.socket(zmq.DEALER)
+        self.control.setsockopt(zmq.LINGER, 0)
+        self.control.connect(self.endpoints["control"])
+        self.events = self.ctx.socket(zmq.SUB)
+        self.events.setsockopt(zmq.LINGER, 0)
+        self.events.setsockopt(zmq.SUBSCRIBE, b"event.")
+        self.events.connect(self.endpoints["events"])
+        self.ids = itertools.count(1)
+        self.seen_events = []
+        # The host is up when it answers a ping (the SUB is connected by then too).
+        wait_for(lambda: self._try_ping(), 20, "the host to answer PI")
+
+    def _try_ping(self):
+        try:
+            return self.request("PI", {}, timeout=0.5)
+        except TimeoutError:
+            return None
+
+    def request(self, type_code, body, timeout=10.0):
+        """Sends one control request; returns (reply type, reply body)."""
+        msg_id = next(self.ids)
+        self.control.send(protocol.encode(type_code, body, msg_id))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.control.poll(int(left * 1000)):
+                raise TimeoutError("no reply to %s within %.1f s" % (type_code, timeout))
+            reply = protocol.decode(self.control.recv())
+            if reply.id == msg_id:
+                return reply.type, reply.body
+
+    def send_raw(self, frames, timeout=5.0):
+        """Sends raw frames on a fresh DEALER and returns the decoded reply."""
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.endpoints["control"])
+        try:
+            s.send_multipart(frames)
+            if not s.poll(int(timeout * 1000)):
+                raise TimeoutError("no reply")
+            return protocol.decode(s.recv())
+        finally:
+            s.close()
+
+    def initialize(self, search_space, tuner="random", tuner_args=None, assessor=None,
+                   assessor_args=None, concurrency=1, max_trials=0, max_duration_s=0.0):
+        experiment = {
+            "id": "e2e",
+            "tuner": {"name": tuner, "args": tuner_args or {}},
+            "assessor": ({"name": assessor, "args": assessor_args or {}} if assessor else None),
+            "concurrency": concurrency,
+            "max_trials": max_trials,
+            "max_duration_s": float(max_duration_s),
+        }
+        return self.request("IN", {"search_space": search_space, "experiment": experiment})
+
+    def status(self):
+        kind, body = self.request("PI", {})
+        assert kind == "ok", body
+        return body["data"]["status"]
+
+    def drain_events(self):
+        while self.events.poll(0):
+            topic, payload = self.events.recv_multipart()
+            self.seen_events.append(protocol.decode(payload))
+        return self.seen_events
+
+    def wait_status(self, statuses, timeout):
+        def check():
+            self.drain_events()
+            s = self.status()
+            return s if s in statuses else None
+        return wait_for(check, timeout, "experiment status in %s" % (statuses,))
+
+    def events_of(self, type_code):
+        return [m.body for m in self.drain_events() if m.type == type_code]
+
+    def log(self):
+        self.logfile.flush()
+        with open(self.logfile.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def close(self):
+        for s in (self.control, self.events):
+            s.close()
+        self.ctx.term()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        os.unlink(self.logfile.name)
+
+
+def start_worker(host, command, workdir, worker_id, cwd=None, slots=1):
+    args = [WORKER, "--command", command, "--workdir", workdir, "--id", worker_id,
+            "--slots", str(slots), "--heartbeat-ms", str(host.heartbeat_ms),
+            "--jobs", host.endpoints["jobs"], "--results", host.endpoints["results"],
+            "--events", host.endpoints["events"]]
+    if cwd:
+        args += ["--cwd", cwd]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc, timeout=10):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,251 @@
+"""End-to-end tests: real tunehost, real workers, real plugins, real sockets."""
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import harness
+from harness import Host, start_worker, stop, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+TERMINAL = {"SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED", "EARLY_STOPPED"}
+
+SPACE = {
+    "x": {"_type": "uniform", "_value": [0, 1]},
+    "k": {"_type": "randint", "_value": [0, 4]},
+}
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(textwrap.dedent(text))
+    return path
+
+
+class RunCommandTest(unittest.TestCase):
+    """`tunehost run EXPERIMENT.yaml`: the README's first command, end to end."""
+
+    def run_experiment(self, yaml_text, timeout=180):
+        tmp = tempfile.mkdtemp(prefix="tunehost-run-")
+        config = write(os.path.join(tmp, "experiment.yaml"), yaml_text)
+        summary = os.path.join(tmp, "summary.json")
+        proc = subprocess.run(
+            [harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+             "--summary-json", summary],
+            cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        with open(summary, encoding="utf-8") as f:
+            return proc, json.load(f)
+
+    def test_example_experiment_finishes_every_trial(self):
+        with open(os.path.join(ROOT, "examples", "quadratic", "experiment.yaml")) as f:
+            text = f.read()
+        tmp = tempfile.mkdtemp(prefix="tunehost-example-")
+        text = text.replace("trialCodeDirectory: .",
+                            "trialCodeDirectory: %s\nexperimentWorkingDirectory: %s"
+                            % (os.path.join(ROOT, "examples", "quadratic"), tmp))
+        proc, summary = self.run_experiment(text)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 24)
+        self.assertEqual(sorted(t["sequence_id"] for t in trials), list(range(24)))
+        self.assertEqual(len({t["trial_id"] for t in trials}), 24)
+        for t in trials:
+            self.assertIn(t["status"], TERMINAL)
+        succeeded = [t for t in trials if t["status"] == "SUCCEEDED"]
+        self.assertTrue(succeeded)
+        for t in succeeded:
+            self.assertIsNotNone(t["final_metric"])
+            self.assertGreaterEqual(t["final_metric"], 0.0)
+            self.assertLessEqual(t["final_metric"], 1.0)
+        best = max(t["final_metric"] for t in succeeded)
+        self.assertIn("%.4f" % best, proc.stdout)
+
+    def test_medianstop_stops_a_bad_trial(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-medianstop-")
+        write(os.path.join(tmp, "trial.py"), """
+            import json, os, time
+            p = json.loads(os.environ["TUNEHOST_PARAMETERS"])
+            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
+            for step in range(8):
+                out.write(json.dumps({"value": p["x"]}) + "\\n")
+                out.flush()
+                time.sleep(0.15)
+            out.write(json.dumps({"type": "FINAL", "value": p["x"]}) + "\\n")
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace:
+              x: {_type: uniform, _value: [0, 1]}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 1
+            maxTrialNumber: 10
+            tuner: {name: random, classArgs: {seed: 3}}
+            assessor: {name: medianstop, classArgs: {optimize_mode: maximize, start_step: 2}}
+            """ % (sys.executable, tmp, tmp))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        statuses = collections.Counter(t["status"] for t in summary["trials"])
+        self.assertEqual(sum(statuses.values()), 10)
+        self.assertGreaterEqual(statuses["EARLY_STOPPED"], 1, statuses)
+        finished = [t for t in summary["trials"] if t["status"] == "SUCCEEDED"]
+        for t in summary["trials"]:
+            if t["status"] != "EARLY_STOPPED":
+                continue
+            # Stopped only when worse than the median of what succeeded before it.
+            before = [f["final_metric"] for f in finished if f["sequence_id"] < t["sequence_id"]]
+            self.assertTrue(before)
+            before.sort()
+            self.assertLess(json.loads(t["parameters"])["x"], before[(len(before) - 1) // 2])
+
+    def test_bad_config_names_the_key_and_exits_2(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-bad-")
+        config = write(os.path.join(tmp, "experiment.yaml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialConcurrency: 1
+            tuner: {name: random}
+            """)
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("trialCommand", proc.stderr + proc.stdout)
+
+
+class ServeTest(unittest.TestCase):
+    """`tunehost serve` with workers attached by hand."""
+
+    def setUp(self):
+        self.host = Host()
+        self.procs = []
+        self.tmp = tempfile.mkdtemp(prefix="tunehost-serve-")
+
+    def tearDown(self):
+        for p in self.procs:
+            stop(p)
+        self.host.close()
+
+    def test_worker_killed_mid_trial_its_trial_is_reoffered_and_all_end_once(self):
+        trial = write(os.path.join(self.tmp, "trial.py"), """
+            import json, os, time
+            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
+            time.sleep(1.0)
+            out.write(json.dumps({"type": "FINAL", "value": 1.0}) + "\\n")
+            """)
+        kind, body = self.host.initialize(SPACE, tuner_args={"seed": 1}, concurrency=2,
+                                          max_trials=6)
+        self.assertEqual(kind, "ok", body)
+        command = "%s %s" % (sys.executable, trial)
+        victim_dir = os.path.join(self.tmp, "victim")
+        victim = start_worker(self.host, command, victim_dir, "victim")
+        self.procs.append(victim)
+        self.procs.append(start_worker(self.host, command, os.path.join(self.tmp, "w2"), "w2"))
+
+        def victim_started_trial():
+            for _root, dirs, _files in os.walk(victim_dir):
+                if any(d.startswith("T") for d in dirs):
+                    return True
+            return False
+
+        wait_for(victim_started_trial, 30, "the victim worker to start a trial")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        # A replacement joins later; the experiment must finish without the victim.
+        self.host.wait_status({"DONE"}, 90)
+        ends = self.host.events_of("EN")
+        counts = collections.Counter(e["trial_id"] for e in ends)
+        self.assertEqual(len(counts), 6, ends)
+        self.assertTrue(all(c == 1 for c in counts.values()), counts)
+        self.assertTrue(all(e["status"] == "SUCCEEDED" for e in ends), ends)
+        self.assertTrue(any(e["attempt"] >= 1 for e in ends),
+                        "the killed worker's trial was re-offered with a new attempt")
+        self.assertIn("victim", self.host.log())
+
+    def test_python_function_worker_runs_an_experiment(self):
+        write(os.path.join(self.tmp, "objective.py"), """
+            def train(config, reporter):
+                for step in range(3):
+                    reporter(default=config["x"] * (step + 1) / 3.0)
+            """)
+        kind, body = self.host.initialize(SPACE, tuner_args={"seed": 2}, concurrency=2,
+                                          max_trials=4)
+        self.assertEqual(kind, "ok", body)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([self.tmp, harness.PYTHONPATH]))
+        worker = subprocess.Popen(
+            [harness.PYTHON, "-m", "tunehost.worker", "--function", "objective:train",
+             "--slots", "2", "--heartbeat-ms", str(self.host.heartbeat_ms),
+             "--jobs", self.host.endpoints["jobs"], "--results", self.host.endpoints["results"],
+             "--events", self.host.endpoints["events"]],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(worker)
+        self.host.wait_status({"DONE"}, 60)
+        ends = self.host.events_of("EN")
+        self.assertEqual(len(ends), 4)
+        self.assertTrue(all(e["status"] == "SUCCEEDED" for e in ends), ends)
+        finals = [m for m in self.host.events_of("ME") if m["type"] == "FINAL"]
+        self.assertEqual(len(finals), 4)
+        # Returned without an explicit final: the last result (step 3 of 3 = x) is final.
+        for m in finals:
+            self.assertEqual(m["sequence"], 3)
+
+    def test_nni_style_manager_gets_parameters_and_reports_results(self):
+        kind, body = self.host.initialize(SPACE, tuner_args={"seed": 5}, concurrency=1)
+        self.assertEqual(kind, "ok", body)
+        kind, body = self.host.request("GE", {"count": 3})
+        self.assertEqual(kind, "ok", body)
+        trials = body["data"]["trials"]
+        self.assertEqual(len(trials), 3)
+        self.assertFalse(body["data"]["no_more"])
+        for t in trials:
+            self.assertEqual(t["parameter_source"], "external")
+            self.assertTrue(0 <= t["parameters"]["x"] <= 1)
+            self.assertIn(t["parameters"]["k"], range(4))
+        t = trials[0]
+        kind, body = self.host.request("ME", {
+            "trial_id": t["trial_id"], "attempt": 0, "parameter_id": t["parameter_id"],
+            "type": "FINAL", "sequence": 0, "value": {"default": 0.5, "loss": 1.0},
+            "worker_id": ""})
+        self.assertEqual(kind, "ok", body)
+        kind, body = self.host.request("EN", {"trial_id": t["trial_id"], "attempt": 0,
+                                              "status": "SUCCEEDED", "error": "",
+                                              "worker_id": ""})
+        self.assertEqual(kind, "ok", body)
+        kind, body = self.host.request("EN", {"trial_id": "nope", "attempt": 0,
+                                              "status": "SUCCEEDED", "error": "",
+                                              "worker_id": ""})
+        self.assertEqual(kind, "error")
+        self.assertEqual(body["code"], "not_found")
+
+    def test_bad_requests_get_clear_errors_and_host_keeps_serving(self):
+        import msgpack
+        from tunehost import protocol
+        cases = [
+            ([b"\xc1garbage"], "bad_frame"),
+            ([msgpack.packb({"v": 2, "type": "PI", "id": 7, "body": {}})], "unsupported_version"),
+            ([msgpack.packb({"v": 1, "type": "ZZ", "id": 8, "body": {}})], "unknown_type"),
+            ([msgpack.packb({"v": 1, "type": "GE", "id": 9, "body": {}})], "missing_field"),
+            ([msgpack.packb({"v": 1, "type": "GE", "id": 10, "body": {"count": "x"}})],
+             "bad_field"),
+            ([b"\x00" * (2 << 20)], "too_large"),
+            ([protocol.encode("GE", {"count": 1}, 11)], "bad_state"),  # before IN
+        ]
+        for frames, code in cases:
+            reply = self.host.send_raw(frames)
+            self.assertEqual(reply.type, "error", (code, reply))
+            self.assertEqual(reply.body["code"], code, reply.body)
+            self.assertTrue(reply.body["message"])
+        self.assertEqual(self.host.status(), "INITIALIZED")
+        kind, body = self.host.initialize({"x": {"_type": "uniform", "_value": [1, 0]}})
+        self.assertEqual(kind, "error")
+        self.assertEqual(body["code"], "plugin_error")
+        self.assertIn("x", body["message"])
+        self.assertEqual(self.host.status(), "INITIALIZED")
+
+
+if __name__ == "__main__":
+    unittest.main()

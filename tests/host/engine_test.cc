@@ -1,0 +1,368 @@
+// Unit tests of the trial engine alone: a recording sink stands in for the
+// sockets and plugin strands, and the tests drive time explicitly.
+#include "tunehost/host/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tunehost/protocol/codec.h"
+
+namespace tunehost::host {
+namespace {
+
+namespace p = tunehost::protocol;
+using std::chrono::milliseconds;
+
+class RecordingSink : public EngineSink {
+ public:
+  bool accept_jobs = true;
+  std::vector<p::NewTrialJob> jobs;
+  std::vector<std::pair<std::string, p::Body>> to_worker;
+  std::vector<p::Body> published;
+  std::vector<std::vector<int64_t>> requests;
+  std::vector<std::string> plugin_calls;  // "result:<pid>", "end:<pid>:<ok>", "assess:<trial>:<n>", ...
+  std::vector<std::string> finished;
+
+  bool SendJob(const p::NewTrialJob& job) override {
+    if (!accept_jobs) return false;
+    jobs.push_back(job);
+    return true;
+  }
+  void SendToWorker(const std::string& w, p::Body b) override { to_worker.emplace_back(w, b); }
+  void Publish(p::Body b) override { published.push_back(b); }
+  void RequestParameters(std::vector<int64_t> ids) override { requests.push_back(ids); }
+  void TunerResult(const Trial& t, const p::Metric& m) override {
+    plugin_calls.push_back("result:" + std::to_string(t.parameter_id) + ":" +
+                           std::to_string(m.scalar));
+  }
+  void TunerTrialEnd(const Trial& t, bool ok) override {
+    plugin_calls.push_back("end:" + std::to_string(t.parameter_id) + ":" + (ok ? "1" : "0"));
+  }
+  void AssessorAssess(const Trial& t, p::Packed history) override {
+    plugin_calls.push_back("assess:" + t.id + ":" + p::PackedToJson(history));
+  }
+  void AssessorTrialEnd(const Trial& t, bool ok) override {
+    plugin_calls.push_back("assessor_end:" + t.id + ":" + (ok ? "1" : "0"));
+  }
+  void TrialFinished(const Trial& t) override { finished.push_back(t.id); }
+
+  template <class T>
+  std::vector<T> Sent(const std::string& worker) const {
+    std::vector<T> out;
+    for (const auto& [w, b] : to_worker) {
+      if (w == worker && std::holds_alternative<T>(b)) out.push_back(std::get<T>(b));
+    }
+    return out;
+  }
+};
+
+p::Packed Params(int x) {
+  p::Packed out;
+  EXPECT_OK(p::JsonToPacked("{\"x\": " + std::to_string(x) + "}", &out));
+  return out;
+}
+
+p::Metric MetricOf(double v) {
+  p::Metric m;
+  m.raw = p::PackDouble(v);
+  m.scalar = v;
+  return m;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  template <class Fn>
+  void Make(Fn set) {
+    EngineOptions o;
+    set(o);
+    o.experiment_id = "exp1";
+    engine_ = std::make_unique<Engine>(o, &sink_);
+    engine_->Start(now_);
+  }
+  void Hello(const std::string& w, uint32_t slots) {
+    p::WorkerHello h;
+    h.worker_id = w;
+    h.slots = slots;
+    engine_->OnHello(h, now_);
+  }
+  void Heartbeat(const std::string& w, std::vector<p::RunningTrial> running) {
+    p::Heartbeat hb;
+    hb.worker_id = w;
+    hb.running = std::move(running);
+    engine_->OnHeartbeat(hb, now_);
+  }
+  // Answers the latest parameter request with one parameter set per id.
+  void AnswerRequest() {
+    ASSERT_FALSE(sink_.requests.empty());
+    auto ids = sink_.requests.back();
+    std::vector<std::pair<int64_t, p::Packed>> params;
+    for (int64_t id : ids) params.emplace_back(id, Params(static_cast<int>(id)));
+    engine_->OnParameters(ids, std::move(params), false, Status::Ok(), now_);
+  }
+  void Start(const std::string& w, const p::NewTrialJob& job) {
+    engine_->OnStarted(p::TrialStarted{w, job.trial_id, job.attempt}, now_);
+  }
+  void Metric(const std::string& w, const p::NewTrialJob& job, p::MetricType type, uint64_t seq,
+              double v) {
+    p::ReportMetricData m;
+    m.trial_id = job.trial_id;
+    m.attempt = job.attempt;
+    m.parameter_id = job.parameter_id;
+    m.type = type;
+    m.sequence = seq;
+    m.value = MetricOf(v);
+    m.worker_id = w;
+    ASSERT_OK(engine_->OnMetric(m, now_));
+  }
+  void End(const std::string& w, const p::NewTrialJob& job, p::TrialStatus s) {
+    ASSERT_OK(engine_->OnTrialEnd(p::TrialEnd{job.trial_id, job.attempt, s, "", w}, now_));
+  }
+  void Advance(milliseconds d) {
+    now_ += d;
+    engine_->Tick(now_);
+  }
+
+  RecordingSink sink_;
+  std::unique_ptr<Engine> engine_;
+  Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
+};
+
+TEST_F(EngineTest, AsksTunerOnlyForSlotsWorkersAnnounced) {
+  Make([](EngineOptions& o) { o.concurrency = 4; });
+  EXPECT_TRUE(sink_.requests.empty()) << "no worker, no request";
+  Hello("w1", 2);
+  ASSERT_EQ(sink_.requests.size(), 1u);
+  EXPECT_EQ(sink_.requests[0].size(), 2u);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[0].trial_id, "T00000");
+  EXPECT_EQ(sink_.jobs[0].experiment_id, "exp1");
+  EXPECT_EQ(sink_.jobs[1].sequence_id, 1u);
+  EXPECT_EQ(sink_.jobs[0].attempt, 0u);
+  EXPECT_EQ(engine_->stats().offers, 2u);
+}
+
+TEST_F(EngineTest, TunerSeesFinalBeforeTrialEndAndEachTrialEndsOnce) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.max_trials = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  Metric("w1", job, p::MetricType::kFinal, 1, 0.9);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  End("w1", job, p::TrialStatus::kSucceeded);  // duplicate
+  std::vector<std::string> want = {"result:0:0.900000", "end:0:1"};
+  EXPECT_EQ(sink_.plugin_calls, want);
+  EXPECT_EQ(sink_.finished, std::vector<std::string>{"T00000"});
+  EXPECT_EQ(sink_.Sent<p::MetricAck>("w1").size(), 2u);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+  EXPECT_TRUE(engine_->finished());
+}
+
+TEST_F(EngineTest, UnansweredOfferIsReofferedWithNextAttemptAndLateStartIsKilled) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.ack_timeout = milliseconds(100); });
+  Hello("w1", 1);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 1u);
+  Advance(milliseconds(150));
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[1].trial_id, sink_.jobs[0].trial_id);
+  EXPECT_EQ(sink_.jobs[1].attempt, 1u);
+  Start("w1", sink_.jobs[0]);  // late answer for attempt 0
+  auto kills = sink_.Sent<p::KillTrialJob>("w1");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].attempt, 0u);
+  EXPECT_EQ(kills[0].reason, "superseded");
+  Start("w1", sink_.jobs[1]);
+  EXPECT_EQ(engine_->Find(sink_.jobs[1].trial_id)->state, TrialState::kRunning);
+  EXPECT_EQ(engine_->stats().reoffers, 1u);
+}
+
+TEST_F(EngineTest, DeadWorkersTrialGoesToAnotherWorkerAndEndsOnce) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.max_trials = 1; o.heartbeat_interval = milliseconds(100); o.liveness = 3; });
+  Hello("w1", 1);
+  AnswerRequest();
+  Start("w1", sink_.jobs.at(0));
+  Hello("w2", 1);
+  now_ += milliseconds(200);
+  Heartbeat("w2", {});
+  Advance(milliseconds(150));  // w1 silent for 350 ms > 300 ms
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  auto second = sink_.jobs[1];
+  EXPECT_EQ(second.attempt, 1u);
+  Start("w2", second);
+  // The dead worker's late end for attempt 0 changes nothing.
+  End("w1", sink_.jobs[0], p::TrialStatus::kFailed);
+  EXPECT_TRUE(sink_.finished.empty());
+  Metric("w2", second, p::MetricType::kFinal, 0, 1.0);
+  End("w2", second, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(sink_.finished.size(), 1u);
+  EXPECT_EQ(*engine_->Find(second.trial_id)->status, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+TEST_F(EngineTest, RejectedOfferIsRequeuedWithSameAttempt) {
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  Hello("w1", 1);
+  Hello("w2", 1);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  auto job = sink_.jobs[0];
+  engine_->OnRejected(p::TrialRejected{"w1", job.trial_id, job.attempt, "no free slot"}, now_);
+  EXPECT_EQ(engine_->stats().rejects, 1u);
+  // w1 is blocked until its next heartbeat; w2's slot is taken by the other offer.
+  EXPECT_EQ(sink_.jobs.size(), 2u);
+  Heartbeat("w1", {});
+  ASSERT_EQ(sink_.jobs.size(), 3u);
+  EXPECT_EQ(sink_.jobs[2].trial_id, job.trial_id);
+  EXPECT_EQ(sink_.jobs[2].attempt, job.attempt);
+}
+
+TEST_F(EngineTest, MaxTrialsBudgetCreatesExactlyThatMany) {
+  Make([](EngineOptions& o) { o.concurrency = 2; o.max_trials = 3; });
+  Hello("w1", 2);
+  for (int round = 0; round < 5 && !engine_->finished(); ++round) {
+    if (!sink_.requests.empty()) {
+      AnswerRequest();
+      sink_.requests.clear();
+    }
+    auto jobs = sink_.jobs;
+    sink_.jobs.clear();
+    for (const auto& j : jobs) Start("w1", j);
+    for (const auto& j : jobs) {
+      Metric("w1", j, p::MetricType::kFinal, 0, 1.0);
+      End("w1", j, p::TrialStatus::kSucceeded);
+    }
+  }
+  EXPECT_EQ(engine_->stats().created, 3u);
+  EXPECT_EQ(sink_.finished.size(), 3u);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+TEST_F(EngineTest, ExhaustedTunerFinishesExperimentInsteadOfHanging) {
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  Hello("w1", 2);
+  auto ids = sink_.requests.at(0);
+  std::vector<std::pair<int64_t, p::Packed>> one = {{ids[0], Params(1)}};
+  engine_->OnParameters(ids, one, /*no_more=*/true, Status::Ok(), now_);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kTunerNoMoreTrial);
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  // After a trial end the tuner is asked again (NNI), and says no more again.
+  ASSERT_EQ(sink_.requests.size(), 2u);
+  engine_->OnParameters(sink_.requests[1], {}, true, Status::Ok(), now_);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+TEST_F(EngineTest, LastPeriodicalBecomesFinalWhenTrialSucceedsWithoutOne) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.25);
+  Metric("w1", job, p::MetricType::kPeriodical, 1, 0.75);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(sink_.plugin_calls.at(0), "result:0:0.750000");
+  EXPECT_TRUE(engine_->Find(job.trial_id)->final_synthesized);
+}
+
+TEST_F(EngineTest, AssessorSeesContiguousHistoryAndBadStopsTrialAsEarlyStopped) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.has_assessor = true; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 1, 0.2);  // gap before it: no assessment
+  EXPECT_TRUE(sink_.plugin_calls.empty());
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.1);
+  ASSERT_EQ(sink_.plugin_calls.size(), 1u);
+  EXPECT_EQ(sink_.plugin_calls[0], "assess:" + job.trial_id + ":[0.1,0.2]");
+  engine_->OnAssessment(job.trial_id, job.attempt, /*good=*/false);
+  auto kills = sink_.Sent<p::KillTrialJob>("w1");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].reason, "assessor");
+  Metric("w1", job, p::MetricType::kPeriodical, 2, 0.3);  // not assessed again
+  EXPECT_EQ(sink_.plugin_calls.size(), 1u);
+  End("w1", job, p::TrialStatus::kUserCanceled);
+  EXPECT_EQ(*engine_->Find(job.trial_id)->status, p::TrialStatus::kEarlyStopped);
+  EXPECT_EQ(sink_.plugin_calls.back(), "assessor_end:" + job.trial_id + ":0");
+}
+
+TEST_F(EngineTest, DuplicateMetricsAreAcknowledgedButCountedOnce) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  EXPECT_EQ(sink_.Sent<p::MetricAck>("w1").size(), 2u);
+  size_t metric_events = 0;
+  for (const auto& b : sink_.published) metric_events += std::holds_alternative<p::ReportMetricData>(b);
+  EXPECT_EQ(metric_events, 1u);
+  EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 1u);
+}
+
+TEST_F(EngineTest, TunerFailureIsAnErrorNotAStall) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  engine_->OnParameters(sink_.requests.at(0), {}, false, Status::PluginError("boom"), now_);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kError);
+  EXPECT_NE(engine_->error().find("boom"), std::string::npos);
+  EXPECT_TRUE(engine_->finished());
+}
+
+TEST_F(EngineTest, TrialLeftOutOfTwoHeartbeatsIsReoffered) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Heartbeat("w1", {{job.trial_id, job.attempt, -1}});
+  Heartbeat("w1", {});
+  EXPECT_EQ(sink_.jobs.size(), 1u);
+  Heartbeat("w1", {});
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[1].attempt, 1u);
+}
+
+TEST_F(EngineTest, HelloReattachesATrialTheWorkerStillRuns) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.ack_timeout = milliseconds(100); });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  p::WorkerHello h;
+  h.worker_id = "w1";
+  h.slots = 1;
+  h.running = {{job.trial_id, job.attempt, 3}};
+  engine_->OnHello(h, now_);
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kRunning);
+  Advance(milliseconds(500));
+  EXPECT_EQ(sink_.jobs.size(), 1u) << "a re-attached trial is not re-offered";
+}
+
+TEST_F(EngineTest, UnknownWorkerIsAskedToSayHello) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Heartbeat("ghost", {});
+  EXPECT_EQ(sink_.Sent<p::HelloRequest>("ghost").size(), 1u);
+}
+
+TEST_F(EngineTest, JobsThatCannotBeSentStayWaiting) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  sink_.accept_jobs = false;
+  Hello("w1", 1);
+  AnswerRequest();
+  EXPECT_TRUE(sink_.jobs.empty());
+  sink_.accept_jobs = true;
+  Advance(milliseconds(10));
+  EXPECT_EQ(sink_.jobs.size(), 1u);
+}
+
+}  // namespace
+}  // namespace tunehost::host

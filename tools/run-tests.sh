@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds tunehost twice (RelWithDebInfo, and with
+# AddressSanitizer + UBSan) and runs the whole test suite in both builds.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/tools/setup-debian.sh"
+bash "$root/tools/build.sh" "$root/build"
+bash "$root/tools/build.sh" "$root/build-asan" -DTH_SANITIZE=ON
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+status=0
+echo "== tests: RelWithDebInfo build"
+(cd "$root/build" && ctest --output-on-failure -j2 --timeout 300) || status=1
+echo "== tests: ASan+UBSan build"
+(cd "$root/build-asan" && ctest --output-on-failure -j2 --timeout 300) || status=1
+exit $status
