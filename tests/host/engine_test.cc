@@ -94,13 +94,15 @@ class EngineTest : public ::testing::Test {
     hb.running = std::move(running);
     engine_->OnHeartbeat(hb, now_);
   }
-  // Answers the latest parameter request with one parameter set per id.
+  // Answers every parameter request not answered yet, one parameter set per id.
   void AnswerRequest() {
-    ASSERT_FALSE(sink_.requests.empty());
-    auto ids = sink_.requests.back();
-    std::vector<std::pair<int64_t, p::Packed>> params;
-    for (int64_t id : ids) params.emplace_back(id, Params(static_cast<int>(id)));
-    engine_->OnParameters(ids, std::move(params), false, Status::Ok(), now_);
+    ASSERT_GT(sink_.requests.size(), answered_);
+    while (answered_ < sink_.requests.size()) {
+      auto ids = sink_.requests[answered_++];
+      std::vector<std::pair<int64_t, p::Packed>> params;
+      for (int64_t id : ids) params.emplace_back(id, Params(static_cast<int>(id)));
+      engine_->OnParameters(ids, std::move(params), false, Status::Ok(), now_);
+    }
   }
   void Start(const std::string& w, const p::NewTrialJob& job) {
     engine_->OnStarted(p::TrialStarted{w, job.trial_id, job.attempt}, now_);
@@ -126,6 +128,7 @@ class EngineTest : public ::testing::Test {
   }
 
   RecordingSink sink_;
+  size_t answered_ = 0;
   std::unique_ptr<Engine> engine_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
 };
@@ -226,10 +229,7 @@ TEST_F(EngineTest, MaxTrialsBudgetCreatesExactlyThatMany) {
   Make([](EngineOptions& o) { o.concurrency = 2; o.max_trials = 3; });
   Hello("w1", 2);
   for (int round = 0; round < 5 && !engine_->finished(); ++round) {
-    if (!sink_.requests.empty()) {
-      AnswerRequest();
-      sink_.requests.clear();
-    }
+    if (sink_.requests.size() > answered_) AnswerRequest();
     auto jobs = sink_.jobs;
     sink_.jobs.clear();
     for (const auto& j : jobs) Start("w1", j);
