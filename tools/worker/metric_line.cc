@@ -14,8 +14,8 @@ Status ParseMetricLine(std::string_view line, MetricLine* out) {
 
   out->type = protocol::MetricType::kPeriodical;
   if (auto it = j.find("type"); it != j.end() && !it->is_null()) {
-    if (!it->is_string() || !protocol::ParseMetricType(it->get_ref<const std::string&>(),
-                                                       &out->type)) {
+    if (!it->is_string() ||
+        !protocol::ParseMetricType(it->get_ref<const std::string&>(), &out->type)) {
       return Status::BadField("\"type\" must be \"PERIODICAL\" or \"FINAL\"");
     }
   }
@@ -23,8 +23,8 @@ Status ParseMetricLine(std::string_view line, MetricLine* out) {
   if (value == j.end()) return Status::MissingField("\"value\" is missing");
   // Checked here as well as by ParseMetric so the log names the JSON problem.
   const bool number = value->is_number();
-  const bool map_with_default = value->is_object() && value->contains("default") &&
-                                (*value)["default"].is_number();
+  const bool map_with_default =
+      value->is_object() && value->contains("default") && (*value)["default"].is_number();
   if (!number && !map_with_default) {
     return Status::BadField("\"value\" must be a number or a map with a numeric \"default\"");
   }
@@ -33,8 +33,7 @@ Status ParseMetricLine(std::string_view line, MetricLine* out) {
   return protocol::ParseMetric(packed, &out->value);
 }
 
-void LineSplitter::Feed(std::string_view data, std::vector<std::string>* lines,
-                        size_t* overlong) {
+void LineSplitter::Feed(std::string_view data, std::vector<std::string>* lines, size_t* overlong) {
   while (!data.empty()) {
     const size_t nl = data.find('\n');
     const std::string_view chunk = data.substr(0, nl);

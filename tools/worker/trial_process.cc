@@ -1,11 +1,14 @@
 #include "trial_process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -65,7 +68,8 @@ std::string ReadTail(const std::string& path, size_t max_bytes) {
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return {};
   const off_t size = st.st_size;
-  const off_t start = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+  const off_t start =
+      size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
   std::string out(static_cast<size_t>(size - start), '\0');
   const ssize_t n = ::pread(fd.get(), out.data(), out.size(), start);
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
@@ -73,8 +77,8 @@ std::string ReadTail(const std::string& path, size_t max_bytes) {
 }
 
 // The environment of the child: the worker's own, with ours added or replaced.
-std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job,
-                                          const std::string& dir, int metric_fd) {
+std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job, const std::string& dir,
+                                          int metric_fd) {
   std::vector<std::pair<std::string, std::string>> vars = {
       {"TUNEHOST_EXPERIMENT_ID", job.experiment_id},
       {"TUNEHOST_TRIAL_ID", job.trial_id},
@@ -96,8 +100,7 @@ std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job,
                                                        /*allow_exceptions=*/false);
   if (params.is_object()) {
     if (auto it = params.find("TRIAL_BUDGET"); it != params.end()) {
-      vars.emplace_back("TRIAL_BUDGET",
-                        it->is_string() ? it->get<std::string>() : DumpJson(*it));
+      vars.emplace_back("TRIAL_BUDGET", it->is_string() ? it->get<std::string>() : DumpJson(*it));
     }
   }
 
@@ -177,19 +180,18 @@ Status TrialProcess::Start(const protocol::NewTrialJob& job, const LaunchOptions
                            std::unique_ptr<TrialProcess>* out) {
   namespace fs = std::filesystem;
   std::unique_ptr<TrialProcess> p(new TrialProcess());
-  const fs::path dir = fs::path(options.workdir) / SafePathComponent(job.experiment_id) /
-                       "trials" /
+  const fs::path dir = fs::path(options.workdir) / SafePathComponent(job.experiment_id) / "trials" /
                        (SafePathComponent(job.trial_id) + "-" + std::to_string(job.attempt));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::Internal("cannot create " + dir.string() + ": " + ec.message());
   p->dir_ = dir.string();
 
-  const std::string record = std::string("{\"parameter_id\":") +
-                             ParameterIdJson(job.parameter_id) + ",\"parameter_source\":" +
-                             DumpJson(std::string(protocol::ToString(job.parameter_source))) +
-                             ",\"parameter_index\":" + std::to_string(job.parameter_index) +
-                             ",\"parameters\":" + protocol::PackedToJson(job.parameters) + "}\n";
+  const std::string record =
+      std::string("{\"parameter_id\":") + ParameterIdJson(job.parameter_id) +
+      ",\"parameter_source\":" + DumpJson(std::string(protocol::ToString(job.parameter_source))) +
+      ",\"parameter_index\":" + std::to_string(job.parameter_index) +
+      ",\"parameters\":" + protocol::PackedToJson(job.parameters) + "}\n";
   if (Status s = WriteFile(p->dir_ + "/parameter.json", record); !s.ok()) return s;
 
   const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
@@ -206,27 +208,40 @@ Status TrialProcess::Start(const protocol::NewTrialJob& job, const LaunchOptions
 
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are allowed (zmq has threads running).
-  const std::vector<std::string> env = BuildEnvironment(job, p->dir_, write_end.get());
+  const std::vector<std::string> env = BuildEnvironment(job, p->dir_, kMetricFd);
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const char* argv[] = {"/bin/sh", "-c", options.command.c_str(), nullptr};
   const char* cwd = options.cwd.c_str();
 
+  // Signals stay blocked from before fork until the child has reset the
+  // worker's handlers: a SIGTERM for the new group must not run the worker's
+  // handler (and write to its wake pipe) inside the child.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) return Status::Internal(Errno("fork"));
   if (pid == 0) {
     ::setpgid(0, 0);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP}) ::sigaction(sig, &dfl, nullptr);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // A worker that dies without stopping its trials (SIGKILL) takes the
+    // trial's shell with it; the host re-offers the trial elsewhere anyway.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) _exit(127);
     if (::dup2(null_fd.get(), 0) < 0 || ::dup2(out_fd.get(), 1) < 0 ||
-        ::dup2(err_fd.get(), 2) < 0 || ::fcntl(write_end.get(), F_SETFD, 0) != 0) {
+        ::dup2(err_fd.get(), 2) < 0) {
       _exit(127);
     }
+    // dup2 onto a different number leaves the copy without close-on-exec.
+    const int moved = write_end.get() == kMetricFd ? ::fcntl(kMetricFd, F_SETFD, 0)
+                                                   : ::dup2(write_end.get(), kMetricFd);
+    if (moved < 0) _exit(127);
     if (::chdir(cwd) != 0) {
       WriteStderr("tunehost-worker: cannot change to the trial's working directory\n");
       _exit(127);
@@ -235,6 +250,8 @@ Status TrialProcess::Start(const protocol::NewTrialJob& job, const LaunchOptions
     WriteStderr("tunehost-worker: cannot execute /bin/sh\n");
     _exit(127);
   }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (pid < 0) return Status::Internal(Errno("fork"));
   // Also set here: whichever of parent and child runs first, the group exists
   // before anyone signals it.
   ::setpgid(pid, pid);
@@ -300,7 +317,8 @@ bool TrialProcess::Reap(std::vector<std::string>* lines, size_t* overlong) {
 }
 
 std::string TrialProcess::ExitDescription() const {
-  if (WIFSIGNALED(wait_status_)) return "killed by signal " + std::to_string(WTERMSIG(wait_status_));
+  if (WIFSIGNALED(wait_status_))
+    return "killed by signal " + std::to_string(WTERMSIG(wait_status_));
   return "exit code " + std::to_string(WEXITSTATUS(wait_status_));
 }
 

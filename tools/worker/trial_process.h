@@ -15,6 +15,9 @@
 namespace tunehost::worker {
 
 inline constexpr size_t kStderrTailBytes = 4096;
+// The trial's end of the metric pipe is always this descriptor: one digit, so
+// even dash can write to it (`>&3`).
+inline constexpr int kMetricFd = 3;
 
 struct LaunchOptions {
   std::string command;  // run as /bin/sh -c command

@@ -1,0 +1,601 @@
+// tunehost-worker as a real process. The test plays the host with real
+// sockets on ephemeral ports: PUSH jobs, PULL results, XPUB events (a PUB that
+// also shows the worker's subscriptions, so the test knows when signals can
+// reach it).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <msgpack.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "test_util.h"
+#include "tunehost/protocol/codec.h"
+
+namespace tunehost::protocol {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{15000};
+
+void PauseBriefly() {
+  const timespec pause{0, 10 * 1000 * 1000};
+  ::nanosleep(&pause, nullptr);
+}
+
+class FakeHost {
+ public:
+  FakeHost()
+      : context_(1),
+        jobs_(context_, zmq::socket_type::push),
+        results_(context_, zmq::socket_type::pull),
+        events_(context_, zmq::socket_type::xpub) {
+    for (zmq::socket_t* s : {&jobs_, &results_, &events_}) {
+      s->set(zmq::sockopt::linger, 0);
+      s->bind("tcp://127.0.0.1:*");
+    }
+    // A dead worker must fail the test, not hang it.
+    jobs_.set(zmq::sockopt::sndtimeo, 10000);
+  }
+
+  std::string jobs_endpoint() const { return jobs_.get(zmq::sockopt::last_endpoint); }
+  std::string results_endpoint() const { return results_.get(zmq::sockopt::last_endpoint); }
+  std::string events_endpoint() const { return events_.get(zmq::sockopt::last_endpoint); }
+
+  // The next message on the results socket, decoded, or nothing by the deadline.
+  std::optional<Message> Next(milliseconds timeout) {
+    std::vector<zmq::pollitem_t> items = {{results_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, timeout);
+    if ((items[0].revents & ZMQ_POLLIN) == 0) return std::nullopt;
+    zmq::message_t frame;
+    if (!results_.recv(frame, zmq::recv_flags::dontwait)) return std::nullopt;
+    Message m;
+    const Status s = Decode(frame.to_string_view(), &m);
+    EXPECT_TRUE(s.ok()) << "the worker sent an undecodable message: " << s.ToString();
+    if (!s.ok()) return std::nullopt;
+    log_.push_back(m);
+    taken_.push_back(false);
+    return m;
+  }
+
+  // The first T matching `pred` that no earlier Await returned and Forget()
+  // did not drop, reading more results until the deadline if needed.
+  template <class T, class Pred>
+  std::optional<T> Await(Pred pred, milliseconds timeout = kTimeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (size_t i = 0;; ++i) {
+      while (i == log_.size()) {
+        const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+        if (left <= milliseconds{0}) return std::nullopt;
+        Next(left);
+      }
+      if (taken_[i]) continue;
+      if (const T* body = std::get_if<T>(&log_[i].body); body != nullptr && pred(*body)) {
+        taken_[i] = true;
+        return *body;
+      }
+    }
+  }
+  template <class T>
+  std::optional<T> Await(milliseconds timeout = kTimeout) {
+    return Await<T>([](const T&) { return true; }, timeout);
+  }
+
+  // Waits until the worker's SUB has subscribed to every topic in `topics`.
+  bool AwaitSubscriptions(std::set<std::string> topics, milliseconds timeout = kTimeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!topics.empty() && Clock::now() < deadline) {
+      std::vector<zmq::pollitem_t> items = {{events_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, milliseconds{50});
+      zmq::message_t frame;
+      while (events_.recv(frame, zmq::recv_flags::dontwait)) {
+        if (frame.size() > 0 && frame.data<char>()[0] == 1)
+          topics.erase(frame.to_string().substr(1));
+      }
+    }
+    return topics.empty();
+  }
+
+  void Offer(const NewTrialJob& job) { SendRawJob(Encode(next_id_++, job)); }
+  void SendRawJob(const std::string& bytes) {
+    EXPECT_TRUE(jobs_.send(zmq::buffer(bytes)).has_value()) << "no worker took the offer";
+  }
+
+  void Publish(const std::string& topic, Body body) {
+    PublishRaw(topic, Encode(next_id_++, std::move(body)));
+  }
+  void PublishRaw(const std::string& topic, const std::string& bytes) {
+    events_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    events_.send(zmq::buffer(bytes));
+  }
+
+  // Makes Await ignore everything received so far.
+  void Forget() { taken_.assign(log_.size(), true); }
+
+  // Every message received so far, in order.
+  const std::vector<Message>& log() const { return log_; }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t jobs_;
+  zmq::socket_t results_;
+  zmq::socket_t events_;
+  uint64_t next_id_ = 1;
+  std::vector<Message> log_;
+  std::vector<bool> taken_;
+};
+
+Packed PackParameters() {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> p(buffer);
+  p.pack_map(4);
+  p.pack(std::string("lr"));
+  p.pack(0.25);
+  p.pack(std::string("layers"));
+  p.pack(3);
+  p.pack(std::string("name"));
+  p.pack(std::string("x y"));
+  p.pack(std::string("TRIAL_BUDGET"));
+  p.pack(7);
+  return Packed(buffer.data(), buffer.size());
+}
+
+NewTrialJob MakeJob(const std::string& trial_id, uint32_t attempt = 0) {
+  NewTrialJob job;
+  job.experiment_id = "exp1";
+  job.trial_id = trial_id;
+  job.sequence_id = 4;
+  job.attempt = attempt;
+  job.parameter_id = int64_t{5};
+  job.parameter_source = ParameterSource::kAlgorithm;
+  job.parameters = PackParameters();
+  return job;
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tunehost-worker-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    workdir_ = dir_ / "work";
+  }
+
+  void TearDown() override {
+    if (pid_ > 0) {
+      // Politely first, so the worker stops its trials' process groups.
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      if (WaitExit(milliseconds{5000}, &status)) {
+        // Also catches sanitizer reports, which change the exit status.
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+      } else {
+        ADD_FAILURE() << "the worker did not exit on SIGTERM";
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+      }
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string WriteScript(const std::string& name, const std::string& text) {
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  void StartWorker(const std::string& command, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {TH_WORKER_BINARY,
+                                     "--command",
+                                     command,
+                                     "--jobs",
+                                     host_.jobs_endpoint(),
+                                     "--results",
+                                     host_.results_endpoint(),
+                                     "--events",
+                                     host_.events_endpoint(),
+                                     "--id",
+                                     id_,
+                                     "--workdir",
+                                     workdir_.string(),
+                                     "--cwd",
+                                     dir_.string(),
+                                     "--heartbeat-ms",
+                                     "200",
+                                     "--ack-timeout-ms",
+                                     "200",
+                                     "--kill-grace-ms",
+                                     "2000",
+                                     "--log-level",
+                                     "debug"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ASSERT_TRUE(host_.AwaitSubscriptions({"worker." + id_ + ".", "worker.*"}));
+    hello_ = host_.Await<WorkerHello>();
+    ASSERT_TRUE(hello_.has_value());
+  }
+
+  bool WaitExit(milliseconds timeout, int* status) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (::waitpid(pid_, status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      PauseBriefly();
+    }
+    return false;
+  }
+
+  void Ack(const ReportMetricData& me) {
+    host_.Publish("worker." + id_ + ".", MetricAck{me.trial_id, me.attempt, me.sequence});
+  }
+
+  std::optional<TrialEnd> AwaitEnd(const std::string& trial_id) {
+    return host_.Await<TrialEnd>([&](const TrialEnd& e) { return e.trial_id == trial_id; });
+  }
+
+  std::optional<TrialStarted> AwaitStarted(const std::string& trial_id) {
+    return host_.Await<TrialStarted>([&](const TrialStarted& t) { return t.trial_id == trial_id; });
+  }
+
+  std::string TrialDir(const std::string& trial_id, uint32_t attempt) const {
+    return (workdir_ / "exp1" / "trials" / (trial_id + "-" + std::to_string(attempt))).string();
+  }
+
+  FakeHost host_;
+  fs::path dir_;
+  fs::path workdir_;
+  std::string id_ = "test-worker";
+  pid_t pid_ = -1;
+  std::optional<WorkerHello> hello_;
+};
+
+bool HasTrial(const std::vector<RunningTrial>& running, const std::string& trial_id) {
+  for (const auto& r : running) {
+    if (r.trial_id == trial_id) return true;
+  }
+  return false;
+}
+
+TEST_F(WorkerTest, HelloThenHeartbeat) {
+  StartWorker("true", {"--slots", "3", "--gpus", "2"});
+  const WorkerHello& hello = *hello_;
+  EXPECT_EQ(hello.worker_id, id_);
+  EXPECT_EQ(hello.slots, 3u);
+  EXPECT_EQ(hello.resources.gpus, 2u);
+  EXPECT_EQ(hello.language, "c++");
+  EXPECT_FALSE(hello.version.empty());
+  EXPECT_TRUE(hello.running.empty());
+  auto hb = host_.Await<Heartbeat>();
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->worker_id, id_);
+  EXPECT_EQ(hb->free_slots, 3u);
+  EXPECT_TRUE(hb->running.empty());
+}
+
+TEST_F(WorkerTest, AnswersOffersAndRejectsWhenFull) {
+  StartWorker("sleep 60", {"--slots", "2"});
+  host_.Offer(MakeJob("t1"));
+  host_.Offer(MakeJob("t2"));
+  ASSERT_TRUE(AwaitStarted("t1"));
+  ASSERT_TRUE(AwaitStarted("t2"));
+  host_.Offer(MakeJob("t3", 4));
+  auto rejected = host_.Await<TrialRejected>();
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->trial_id, "t3");
+  EXPECT_EQ(rejected->attempt, 4u);
+  EXPECT_EQ(rejected->reason, "no free slot");
+  EXPECT_EQ(rejected->worker_id, id_);
+  host_.Forget();
+  auto hb = host_.Await<Heartbeat>();
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->free_slots, 0u);
+  EXPECT_TRUE(HasTrial(hb->running, "t1"));
+  EXPECT_TRUE(HasTrial(hb->running, "t2"));
+}
+
+TEST_F(WorkerTest, MetricsAreSequencedResentUntilAckedAndEndFollowsFinalAck) {
+  const std::string script = WriteScript("metrics.py", R"(import os
+fd = int(os.environ["TUNEHOST_METRIC_FD"])
+def send(line):
+    os.write(fd, (line + "\n").encode())
+send('{"type": "PERIODICAL", "value": 0.5}')
+send('{"value": 1.5}')
+send('this is not json')
+send('{"value": "not a number"}')
+send('{"value": %s}' % ("1" * (1 << 20)))
+send('{"type": "PERIODICAL", "value": 2.5}')
+send('{"type": "FINAL", "value": {"default": 0.9, "loss": 0.1}}')
+send('{"type": "FINAL", "value": 7}')
+)");
+  StartWorker(std::string(TH_PYTHON) + " " + script);
+  host_.Offer(MakeJob("m1", 2));
+  ASSERT_TRUE(AwaitStarted("m1"));
+
+  std::map<uint64_t, int> seen;
+  std::vector<ReportMetricData> firsts;
+  size_t final_resend_index = 0;
+  std::optional<TrialEnd> end;
+  const auto deadline = Clock::now() + kTimeout;
+  while (!end && Clock::now() < deadline) {
+    auto m = host_.Next(milliseconds{100});
+    if (!m) continue;
+    if (auto* me = std::get_if<ReportMetricData>(&m->body)) {
+      ASSERT_EQ(me->trial_id, "m1");
+      ASSERT_EQ(me->attempt, 2u);
+      EXPECT_EQ(me->worker_id, id_);
+      EXPECT_EQ(me->parameter_id, ParameterId(int64_t{5}));
+      const int count = ++seen[me->sequence];
+      if (count == 1) firsts.push_back(*me);
+      // Withhold the first ack of sequence 0 and of the FINAL.
+      const bool withhold = count == 1 && (me->sequence == 0 || me->type == MetricType::kFinal);
+      if (me->type == MetricType::kFinal && count == 2) final_resend_index = host_.log().size();
+      if (!withhold) Ack(*me);
+    } else if (auto* en = std::get_if<TrialEnd>(&m->body)) {
+      end = *en;
+      EXPECT_GT(final_resend_index, 0u) << "EN before the FINAL was acknowledged";
+    }
+  }
+  ASSERT_TRUE(end) << "no EN";
+  EXPECT_EQ(end->status, TrialStatus::kSucceeded);
+  EXPECT_EQ(end->attempt, 2u);
+  EXPECT_EQ(end->worker_id, id_);
+  EXPECT_EQ(end->error, "");
+
+  ASSERT_EQ(firsts.size(), 4u);
+  const double expected[] = {0.5, 1.5, 2.5, 0.9};
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    EXPECT_EQ(firsts[i].sequence, i);
+    EXPECT_DOUBLE_EQ(firsts[i].value.scalar, expected[i]);
+    EXPECT_EQ(firsts[i].type, i < 3 ? MetricType::kPeriodical : MetricType::kFinal);
+  }
+  EXPECT_GE(seen[0], 2) << "sequence 0 was not resent";
+  EXPECT_GE(seen[3], 2) << "FINAL was not resent";
+  EXPECT_EQ(seen.count(4), 0u) << "the second FINAL was not ignored";
+}
+
+TEST_F(WorkerTest, FailingCommandsReportExitCodeSignalAndStderrTail) {
+  StartWorker(
+      "if [ \"$TUNEHOST_TRIAL_ID\" = f1 ]; then echo boom >&2; exit 3; "
+      "else kill -9 $$; fi",
+      {"--slots", "2"});
+  host_.Offer(MakeJob("f1"));
+  auto end = AwaitEnd("f1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kFailed);
+  EXPECT_NE(end->error.find("exit code 3"), std::string::npos) << end->error;
+  EXPECT_NE(end->error.find("boom"), std::string::npos) << end->error;
+
+  host_.Offer(MakeJob("f2", 1));
+  end = AwaitEnd("f2");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kFailed);
+  EXPECT_EQ(end->attempt, 1u);
+  EXPECT_NE(end->error.find("killed by signal 9"), std::string::npos) << end->error;
+}
+
+TEST_F(WorkerTest, TrialWithoutFinalEndsNormallyAfterItsResultsAreAcked) {
+  StartWorker("echo '{\"value\": 2}' >&3; echo '{\"value\": 3}' >&\"$TUNEHOST_METRIC_FD\"");
+  host_.Offer(MakeJob("p1"));
+  for (uint64_t sequence : {0u, 1u}) {
+    auto me = host_.Await<ReportMetricData>();
+    ASSERT_TRUE(me);
+    EXPECT_EQ(me->sequence, sequence);
+    EXPECT_EQ(me->type, MetricType::kPeriodical);
+    Ack(*me);
+  }
+  auto end = AwaitEnd("p1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kSucceeded);
+}
+
+TEST_F(WorkerTest, KillStopsTrialsAndIgnoresOtherAttempts) {
+  StartWorker("sleep 60", {"--slots", "2"});
+  const std::string topic = "worker." + id_ + ".";
+  host_.Offer(MakeJob("k1", 1));
+  host_.Offer(MakeJob("k2", 1));
+  ASSERT_TRUE(AwaitStarted("k1"));
+  ASSERT_TRUE(AwaitStarted("k2"));
+
+  // KI for an attempt this worker does not run; the HR after it is handled
+  // later on the same socket, so its WH shows the KI was seen and ignored.
+  host_.Publish(topic, KillTrialJob{"k1", 0, "user"});
+  host_.Publish(topic, HelloRequest{});
+  auto hello = host_.Await<WorkerHello>();
+  ASSERT_TRUE(hello);
+  EXPECT_TRUE(HasTrial(hello->running, "k1"));
+  EXPECT_TRUE(HasTrial(hello->running, "k2"));
+
+  host_.Publish(topic, KillTrialJob{"k1", 1, "user"});
+  host_.Publish(topic, KillTrialJob{"k2", 1, "assessor"});
+  auto end1 = AwaitEnd("k1");
+  ASSERT_TRUE(end1);
+  EXPECT_EQ(end1->status, TrialStatus::kUserCanceled);
+  EXPECT_EQ(end1->attempt, 1u);
+  EXPECT_NE(end1->error.find("killed by signal 15"), std::string::npos) << end1->error;
+  auto end2 = AwaitEnd("k2");
+  ASSERT_TRUE(end2);
+  EXPECT_EQ(end2->status, TrialStatus::kEarlyStopped);
+  for (const Message& m : host_.log()) {
+    if (const auto* e = std::get_if<TrialEnd>(&m.body)) {
+      EXPECT_EQ(e->attempt, 1u);
+    }
+  }
+  host_.Forget();
+  auto hb = host_.Await<Heartbeat>();
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->free_slots, 2u);
+}
+
+TEST_F(WorkerTest, KillEscalatesToSigkillAfterGrace) {
+  // The trial reports a metric once SIGTERM is ignored, so the KI cannot
+  // arrive before the trap is set.
+  StartWorker(
+      "trap '' TERM; echo '{\"value\": 1}' >&\"$TUNEHOST_METRIC_FD\"; "
+      "while :; do sleep 0.05; done",
+      {"--kill-grace-ms", "300"});
+  host_.Offer(MakeJob("g1"));
+  ASSERT_TRUE(AwaitStarted("g1"));
+  auto ready = host_.Await<ReportMetricData>();
+  ASSERT_TRUE(ready);
+  Ack(*ready);
+  host_.Publish("worker." + id_ + ".", KillTrialJob{"g1", 0, "user"});
+  auto end = AwaitEnd("g1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kUserCanceled);
+  EXPECT_NE(end->error.find("killed by signal 9"), std::string::npos) << end->error;
+}
+
+TEST_F(WorkerTest, HelloRequestIsAnsweredWithHello) {
+  StartWorker("sleep 60");
+  host_.Offer(MakeJob("h1", 3));
+  ASSERT_TRUE(AwaitStarted("h1"));
+  host_.Publish("worker.*", HelloRequest{});
+  auto hello = host_.Await<WorkerHello>();
+  ASSERT_TRUE(hello);
+  ASSERT_EQ(hello->running.size(), 1u);
+  EXPECT_EQ(hello->running[0].trial_id, "h1");
+  EXPECT_EQ(hello->running[0].attempt, 3u);
+  EXPECT_EQ(hello->running[0].last_sequence, -1);
+}
+
+TEST_F(WorkerTest, EnvironmentParameterFileAndOutputsAreAsDocumented) {
+  const std::string script = WriteScript("env.py", R"(import json, os, sys
+keys = ["TUNEHOST_EXPERIMENT_ID", "TUNEHOST_TRIAL_ID", "TUNEHOST_SEQUENCE_ID",
+        "TUNEHOST_ATTEMPT", "TUNEHOST_PARAMETER_ID", "TUNEHOST_PARAMETERS",
+        "TUNEHOST_PARAMETER_FILE", "TUNEHOST_TRIAL_DIR", "TUNEHOST_METRIC_FD",
+        "NNI_PLATFORM", "NNI_EXP_ID", "NNI_TRIAL_JOB_ID", "NNI_TRIAL_SEQ_ID",
+        "NNI_SYS_DIR", "NNI_OUTPUT_DIR", "TRIAL_BUDGET"]
+out = {k: os.environ.get(k) for k in keys}
+out["fds"] = sorted(int(x) for x in os.listdir("/proc/self/fd"))
+out["cwd"] = os.getcwd()
+with open(os.path.join(os.environ["TUNEHOST_TRIAL_DIR"], "env.json"), "w") as f:
+    json.dump(out, f)
+print("to stdout")
+print("to stderr", file=sys.stderr)
+os.write(int(os.environ["TUNEHOST_METRIC_FD"]), b'{"type": "FINAL", "value": 1}\n')
+)");
+  StartWorker(std::string(TH_PYTHON) + " " + script);
+  host_.Offer(MakeJob("e1", 1));
+  auto me = host_.Await<ReportMetricData>();
+  ASSERT_TRUE(me);
+  Ack(*me);
+  auto end = AwaitEnd("e1");
+  ASSERT_TRUE(end);
+  ASSERT_EQ(end->status, TrialStatus::kSucceeded) << end->error;
+
+  const std::string dir = TrialDir("e1", 1);
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const json env = json::parse(read(dir + "/env.json"));
+  EXPECT_EQ(env["TUNEHOST_EXPERIMENT_ID"], "exp1");
+  EXPECT_EQ(env["TUNEHOST_TRIAL_ID"], "e1");
+  EXPECT_EQ(env["TUNEHOST_SEQUENCE_ID"], "4");
+  EXPECT_EQ(env["TUNEHOST_ATTEMPT"], "1");
+  EXPECT_EQ(env["TUNEHOST_PARAMETER_ID"], "5");
+  const json params = {{"lr", 0.25}, {"layers", 3}, {"name", "x y"}, {"TRIAL_BUDGET", 7}};
+  EXPECT_EQ(json::parse(env["TUNEHOST_PARAMETERS"].get<std::string>()), params);
+  EXPECT_EQ(env["TUNEHOST_PARAMETER_FILE"], dir + "/parameter.json");
+  EXPECT_EQ(env["TUNEHOST_TRIAL_DIR"], dir);
+  EXPECT_EQ(env["NNI_PLATFORM"], "tunehost");
+  EXPECT_EQ(env["NNI_EXP_ID"], "exp1");
+  EXPECT_EQ(env["NNI_TRIAL_JOB_ID"], "e1");
+  EXPECT_EQ(env["NNI_TRIAL_SEQ_ID"], "4");
+  EXPECT_EQ(env["NNI_SYS_DIR"], dir);
+  EXPECT_EQ(env["NNI_OUTPUT_DIR"], dir);
+  EXPECT_EQ(env["TRIAL_BUDGET"], "7");
+  EXPECT_EQ(env["cwd"].get<std::string>(), dir_.string());
+
+  // Only stdio and the metric pipe are inherited; the listing's own directory
+  // fd may show up once.
+  const int metric_fd = std::stoi(env["TUNEHOST_METRIC_FD"].get<std::string>());
+  std::set<int> fds = env["fds"].get<std::set<int>>();
+  for (int fd : {0, 1, 2, metric_fd}) EXPECT_EQ(fds.erase(fd), 1u) << fd;
+  EXPECT_LE(fds.size(), 1u);
+
+  const json record = json::parse(read(dir + "/parameter.json"));
+  EXPECT_EQ(record, (json{{"parameter_id", 5},
+                          {"parameter_source", "algorithm"},
+                          {"parameter_index", 0},
+                          {"parameters", params}}));
+  EXPECT_EQ(read(dir + "/stdout.log"), "to stdout\n");
+  EXPECT_EQ(read(dir + "/stderr.log"), "to stderr\n");
+}
+
+TEST_F(WorkerTest, SurvivesGarbageFromTheNetwork) {
+  StartWorker("true");
+  host_.SendRawJob("\xc1 definitely not msgpack");
+  host_.SendRawJob(Encode(1, Ping{}));
+  host_.PublishRaw("worker." + id_ + ".", "\x93\x01\x02");
+  host_.Publish("worker." + id_ + ".", MetricAck{"nobody", 0, 9});
+  host_.Publish("worker." + id_ + ".", KillTrialJob{"nobody", 0, "user"});
+  host_.Offer(MakeJob("ok1"));
+  ASSERT_TRUE(AwaitStarted("ok1"));
+  auto end = AwaitEnd("ok1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kSucceeded);
+}
+
+TEST_F(WorkerTest, SigtermStopsTrialsSendsByeAndExitsZero) {
+  StartWorker("sleep 60");
+  host_.Offer(MakeJob("s1"));
+  ASSERT_TRUE(AwaitStarted("s1"));
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  auto end = AwaitEnd("s1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kUserCanceled);
+  auto bye = host_.Await<WorkerBye>();
+  ASSERT_TRUE(bye);
+  EXPECT_EQ(bye->worker_id, id_);
+  int status = 0;
+  ASSERT_TRUE(WaitExit(kTimeout, &status));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(WorkerTest, ExitsWhenIdleLongerThanMaxIdle) {
+  StartWorker("true", {"--max-idle-ms", "300"});
+  auto bye = host_.Await<WorkerBye>();
+  ASSERT_TRUE(bye);
+  int status = 0;
+  ASSERT_TRUE(WaitExit(kTimeout, &status));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace tunehost::protocol

@@ -1,0 +1,463 @@
+#include "worker.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iterator>
+#include <msgpack.hpp>
+#include <utility>
+#include <zmq_addon.hpp>
+
+#include "tunehost/protocol/codec.h"
+
+namespace tunehost::worker {
+namespace {
+
+using protocol::TrialStatus;
+using std::chrono::milliseconds;
+
+// Longest sleep of the poll loop, so timers run even if a wake-up is missed.
+constexpr milliseconds kMaxPollWait{100};
+// How long the results socket may keep unsent messages (WB, EN) at exit.
+constexpr int kResultsLingerMs = 2000;
+// Far above the offers in flight to one worker; the host never lets many pile up.
+constexpr int kResultsSndHwm = 100000;
+// Frames beyond this are dropped by ZeroMQ itself (wire-format.md §3.1: 64 × 1 MiB).
+constexpr int64_t kMaxFrameBytes = int64_t{64} << 20;
+// At a forced exit, how long to wait for SIGKILLed children to be reaped.
+constexpr milliseconds kForcedReapWait{1000};
+
+std::string TrialName(const protocol::NewTrialJob& job) {
+  return job.trial_id + "#" + std::to_string(job.attempt);
+}
+
+protocol::Packed HostExtra() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_map(1);
+  packer.pack(std::string("host"));
+  packer.pack(std::string(name));
+  return protocol::Packed(buffer.data(), buffer.size());
+}
+
+std::string Shorten(const std::string& s, size_t max = 200) {
+  return s.size() <= max ? s : s.substr(0, max) + "...";
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options, int wake_fd)
+    : options_(std::move(options)), wake_fd_(wake_fd), context_(1) {}
+
+Worker::~Worker() = default;
+
+int Worker::Run() {
+  Connect();
+  spdlog::info("worker {} connected: jobs {}, results {}, events {}; {} slot(s)", options_.id,
+               options_.jobs_endpoint, options_.results_endpoint, options_.events_endpoint,
+               options_.slots);
+  SendHello();
+  const auto now = Clock::now();
+  next_heartbeat_ = now + options_.heartbeat;
+  last_activity_ = now;
+  while (!stop_) {
+    PollOnce();
+    RunTimers();
+  }
+  Finish();
+  return 0;
+}
+
+void Worker::Connect() {
+  jobs_ = zmq::socket_t(context_, zmq::socket_type::pull);
+  // One buffered offer at most: the host's PUSH round-robins past a busy worker.
+  jobs_.set(zmq::sockopt::rcvhwm, 1);
+  jobs_.set(zmq::sockopt::linger, 0);
+  jobs_.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+  jobs_.connect(options_.jobs_endpoint);
+
+  results_ = zmq::socket_t(context_, zmq::socket_type::push);
+  results_.set(zmq::sockopt::sndhwm, kResultsSndHwm);
+  results_.set(zmq::sockopt::linger, kResultsLingerMs);
+  results_.connect(options_.results_endpoint);
+
+  events_ = zmq::socket_t(context_, zmq::socket_type::sub);
+  events_.set(zmq::sockopt::linger, 0);
+  events_.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+  events_.set(zmq::sockopt::subscribe, "worker." + options_.id + ".");
+  events_.set(zmq::sockopt::subscribe, "worker.*");
+  events_.connect(options_.events_endpoint);
+}
+
+void Worker::PollOnce() {
+  std::vector<zmq::pollitem_t> items = {
+      {jobs_.handle(), 0, ZMQ_POLLIN, 0},
+      {events_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+  };
+  std::vector<Trial*> owners;
+  for (auto& t : trials_) {
+    if (t->process->metric_fd() >= 0) {
+      items.push_back({nullptr, t->process->metric_fd(), ZMQ_POLLIN, 0});
+      owners.push_back(t.get());
+    }
+  }
+
+  const auto now = Clock::now();
+  auto next = next_heartbeat_;
+  for (const auto& t : trials_) {
+    for (const auto& [seq, p] : t->pending)
+      next = std::min(next, p.last_sent + options_.ack_timeout);
+    if (t->kill_requested && !t->sigkill_sent) next = std::min(next, t->kill_deadline);
+  }
+  if (shutting_down_) next = std::min(next, shutdown_deadline_);
+  if (options_.max_idle.count() > 0 && trials_.empty()) {
+    next = std::min(next, last_activity_ + options_.max_idle);
+  }
+  const auto wait = std::clamp(std::chrono::duration_cast<milliseconds>(next - now),
+                               milliseconds{0}, kMaxPollWait);
+  try {
+    zmq::poll(items, wait);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return;  // a signal; its byte is in the wake pipe
+    throw;
+  }
+
+  if (items[2].revents != 0) DrainWakePipe();
+  if (items[0].revents & ZMQ_POLLIN) {
+    for (int i = 0; i < 64; ++i) {
+      zmq::message_t frame;
+      if (!jobs_.recv(frame, zmq::recv_flags::dontwait)) break;
+      OnJob(frame);
+    }
+  }
+  if (items[1].revents & ZMQ_POLLIN) {
+    for (int i = 0; i < 1024; ++i) {
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(events_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        break;
+      }
+      OnEvent(frames);
+    }
+  }
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (items[3 + i].revents == 0) continue;
+    std::vector<std::string> lines;
+    size_t overlong = 0;
+    owners[i]->process->ReadMetrics(&lines, &overlong);
+    OnMetricLines(owners[i], lines, overlong);
+  }
+}
+
+void Worker::DrainWakePipe() {
+  char buf[64];
+  ssize_t n;
+  while ((n = ::read(wake_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != 'T') continue;
+      if (++shutdown_signals_ == 1) {
+        BeginShutdown();
+      } else {
+        spdlog::warn("second stop signal: killing trials now");
+        shutdown_deadline_ = Clock::now();
+      }
+    }
+  }
+}
+
+void Worker::OnJob(const zmq::message_t& frame) {
+  protocol::Message message;
+  const Status s = protocol::Decode(frame.to_string_view(), &message);
+  if (!s.ok()) {
+    spdlog::warn("jobs: dropped an undecodable message ({} bytes): {}", frame.size(), s.ToString());
+    return;
+  }
+  const auto* job = std::get_if<protocol::NewTrialJob>(&message.body);
+  if (job == nullptr) {
+    spdlog::warn("jobs: dropped a '{}' message, only TR is expected here", message.type);
+    return;
+  }
+  OnOffer(*job);
+}
+
+void Worker::OnOffer(const protocol::NewTrialJob& job) {
+  last_activity_ = Clock::now();
+  const auto reject = [&](const std::string& reason) {
+    spdlog::info("trial {}: rejected ({})", TrialName(job), reason);
+    Send(protocol::TrialRejected{options_.id, job.trial_id, job.attempt, reason});
+  };
+  if (shutting_down_) return reject("worker shutting down");
+  if (FindTrial(job.trial_id, job.attempt) != nullptr) {
+    // A repeated offer of what already runs here: confirm it, start nothing.
+    Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt});
+    return;
+  }
+  if (trials_.size() >= options_.slots) return reject("no free slot");
+
+  auto trial = std::make_unique<Trial>();
+  trial->job = job;
+  const LaunchOptions launch{options_.command, options_.cwd, options_.workdir};
+  const Status s = TrialProcess::Start(job, launch, &trial->process);
+  // Answered TS even when the start failed: the trial then ends FAILED with
+  // the reason, instead of bouncing between workers that cannot run it.
+  Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt});
+  if (!s.ok()) {
+    spdlog::error("trial {}: cannot start: {}", TrialName(job), s.ToString());
+    Send(protocol::TrialEnd{job.trial_id, job.attempt, TrialStatus::kFailed,
+                            "cannot start trial: " + s.message(), options_.id});
+    return;
+  }
+  spdlog::info("trial {}: started pid {} in {}", TrialName(job), trial->process->pid(),
+               trial->process->dir());
+  trials_.push_back(std::move(trial));
+}
+
+void Worker::OnEvent(const std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 2) {
+    spdlog::warn("events: dropped a message of {} frame(s), expected topic + envelope",
+                 frames.size());
+    return;
+  }
+  protocol::Message message;
+  const Status s = protocol::Decode(frames[1].to_string_view(), &message);
+  if (!s.ok()) {
+    spdlog::warn("events: dropped an undecodable message on '{}' ({} bytes): {}",
+                 frames[0].to_string(), frames[1].size(), s.ToString());
+    return;
+  }
+  if (const auto* kill = std::get_if<protocol::KillTrialJob>(&message.body)) {
+    OnKill(*kill);
+  } else if (const auto* ack = std::get_if<protocol::MetricAck>(&message.body)) {
+    OnAck(*ack);
+  } else if (std::holds_alternative<protocol::HelloRequest>(message.body)) {
+    spdlog::info("host asked for a hello");
+    SendHello();
+  } else {
+    spdlog::debug("events: ignored a '{}' message", message.type);
+  }
+}
+
+void Worker::OnKill(const protocol::KillTrialJob& kill) {
+  Trial* trial = FindTrial(kill.trial_id, kill.attempt);
+  if (trial == nullptr) {
+    spdlog::debug("KI for {}#{} ignored: not running here", kill.trial_id, kill.attempt);
+    return;
+  }
+  if (trial->process->exited()) {
+    spdlog::info("KI for {}#{} ignored: already exited", kill.trial_id, kill.attempt);
+    return;
+  }
+  RequestKill(trial,
+              kill.reason == "assessor" ? TrialStatus::kEarlyStopped : TrialStatus::kUserCanceled,
+              kill.reason);
+}
+
+void Worker::RequestKill(Trial* trial, TrialStatus status, const std::string& reason) {
+  if (trial->kill_requested) return;
+  spdlog::info("trial {}: stopping ({}), SIGTERM to its process group", TrialName(trial->job),
+               reason);
+  trial->kill_requested = true;
+  trial->kill_status = status;
+  trial->kill_deadline = Clock::now() + options_.kill_grace;
+  trial->process->SignalGroup(SIGTERM);
+}
+
+void Worker::OnAck(const protocol::MetricAck& ack) {
+  Trial* trial = FindTrial(ack.trial_id, ack.attempt);
+  if (trial == nullptr || trial->pending.erase(ack.sequence) == 0) {
+    spdlog::debug("MA for {}#{} seq {} matched nothing", ack.trial_id, ack.attempt, ack.sequence);
+  }
+}
+
+void Worker::OnMetricLines(Trial* trial, const std::vector<std::string>& lines, size_t overlong) {
+  const std::string name = TrialName(trial->job);
+  if (overlong > 0) {
+    spdlog::warn("trial {}: skipped {} metric line(s) longer than {} bytes", name, overlong,
+                 kMaxMetricLineBytes);
+  }
+  for (const auto& line : lines) {
+    MetricLine metric;
+    if (Status s = ParseMetricLine(line, &metric); !s.ok()) {
+      spdlog::warn("trial {}: skipped a bad metric line ({}): {}", name, s.message(),
+                   Shorten(line));
+      continue;
+    }
+    if (trial->final_seen) {
+      spdlog::warn("trial {}: ignored a {} metric after its FINAL", name,
+                   protocol::ToString(metric.type));
+      continue;
+    }
+    const uint64_t sequence = trial->next_sequence++;
+    if (metric.type == protocol::MetricType::kFinal) {
+      trial->final_seen = true;
+    } else {
+      trial->last_periodical = static_cast<int64_t>(sequence);
+    }
+    protocol::Message message;
+    message.id = next_message_id_++;
+    message.body = protocol::ReportMetricData{
+        trial->job.trial_id,     trial->job.attempt, trial->job.parameter_id, metric.type, sequence,
+        std::move(metric.value), options_.id};
+    PendingMetric pending{protocol::Encode(message), Clock::now()};
+    SendBytes(pending.bytes);
+    trial->pending[sequence] = std::move(pending);
+  }
+}
+
+void Worker::RunTimers() {
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_) {
+    SendHeartbeat();
+    next_heartbeat_ = now + options_.heartbeat;
+  }
+  for (auto& t : trials_) {
+    for (auto& [seq, p] : t->pending) {
+      if (now - p.last_sent < options_.ack_timeout) continue;
+      spdlog::debug("trial {}: resending metric {}", TrialName(t->job), seq);
+      SendBytes(p.bytes);
+      p.last_sent = now;
+    }
+    if (t->kill_requested && !t->sigkill_sent && !t->process->exited() && now >= t->kill_deadline) {
+      spdlog::warn("trial {}: still running after the kill grace, SIGKILL", TrialName(t->job));
+      t->process->SignalGroup(SIGKILL);
+      t->sigkill_sent = true;
+    }
+  }
+  const bool forced = shutting_down_ && now >= shutdown_deadline_;
+  ReapAndFinish(forced);
+  if (shutting_down_) {
+    stop_ = forced || trials_.empty();
+  } else if (options_.max_idle.count() > 0 && trials_.empty() &&
+             now - last_activity_ >= options_.max_idle) {
+    spdlog::info("idle for {} ms, exiting", options_.max_idle.count());
+    stop_ = true;
+  }
+}
+
+void Worker::ReapAndFinish(bool force) {
+  if (force) {
+    for (auto& t : trials_) t->process->SignalGroup(SIGKILL);
+  }
+  const auto reap_deadline = Clock::now() + kForcedReapWait;
+  for (size_t i = 0; i < trials_.size();) {
+    Trial* t = trials_[i].get();
+    std::vector<std::string> lines;
+    size_t overlong = 0;
+    bool exited = t->process->Reap(&lines, &overlong);
+    while (force && !exited && Clock::now() < reap_deadline) {
+      const timespec pause{0, 10 * 1000 * 1000};
+      ::nanosleep(&pause, nullptr);
+      exited = t->process->Reap(&lines, &overlong);
+    }
+    if (!lines.empty() || overlong > 0) OnMetricLines(t, lines, overlong);
+    // wire-format.md §5.3 item 5: EN only after every result (FINAL
+    // included) is acknowledged, unless the worker is out of time.
+    if (exited && (t->pending.empty() || force)) {
+      SendEnd(*t);
+      trials_.erase(trials_.begin() + static_cast<std::ptrdiff_t>(i));
+      last_activity_ = Clock::now();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Worker::BeginShutdown() {
+  spdlog::info("stop signal: stopping {} trial(s), then exiting", trials_.size());
+  shutting_down_ = true;
+  shutdown_deadline_ =
+      Clock::now() + options_.kill_grace + std::max(2 * options_.ack_timeout, milliseconds{1000});
+  for (auto& t : trials_) {
+    if (!t->process->exited()) RequestKill(t.get(), TrialStatus::kUserCanceled, "worker exiting");
+  }
+}
+
+void Worker::Finish() {
+  Send(protocol::WorkerBye{options_.id});
+  spdlog::info("worker {} exiting", options_.id);
+  jobs_.close();
+  events_.close();
+  results_.close();  // lingers up to kResultsLingerMs for WB and EN
+}
+
+void Worker::SendHello() {
+  protocol::WorkerHello hello;
+  hello.worker_id = options_.id;
+  hello.slots = options_.slots;
+  hello.resources.gpus = options_.gpus;
+  hello.resources.extra = HostExtra();
+  hello.language = "c++";
+  hello.version = TH_WORKER_VERSION;
+  hello.running = RunningTrials();
+  Send(std::move(hello));
+}
+
+void Worker::SendHeartbeat() {
+  Send(protocol::Heartbeat{options_.id, FreeSlots(), RunningTrials()});
+}
+
+void Worker::SendEnd(const Trial& trial) {
+  const TrialProcess& p = *trial.process;
+  const int ws = p.wait_status();
+  TrialStatus status = TrialStatus::kFailed;
+  if (trial.kill_requested) {
+    status = trial.kill_status;
+  } else if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+    status = TrialStatus::kSucceeded;
+  }
+  std::string error;
+  if (status != TrialStatus::kSucceeded) {
+    error = p.ExitDescription();
+    if (!p.stderr_tail().empty()) error += "\nstderr (last 4 KiB):\n" + p.stderr_tail();
+  }
+  spdlog::info("trial {}: ended {} ({})", TrialName(trial.job), protocol::ToString(status),
+               p.ExitDescription());
+  Send(protocol::TrialEnd{trial.job.trial_id, trial.job.attempt, status, std::move(error),
+                          options_.id});
+}
+
+void Worker::Send(protocol::Body body) {
+  protocol::Message message;
+  message.id = next_message_id_++;
+  message.body = std::move(body);
+  SendBytes(protocol::Encode(message));
+}
+
+void Worker::SendBytes(const std::string& bytes) {
+  try {
+    if (!results_.send(zmq::buffer(bytes), zmq::send_flags::dontwait)) {
+      spdlog::warn("results: send queue full, a message was dropped");
+    }
+  } catch (const zmq::error_t& e) {
+    spdlog::error("results: send failed: {}", e.what());
+  }
+}
+
+std::vector<protocol::RunningTrial> Worker::RunningTrials() const {
+  std::vector<protocol::RunningTrial> running;
+  for (const auto& t : trials_) {
+    running.push_back({t->job.trial_id, t->job.attempt, t->last_periodical});
+  }
+  return running;
+}
+
+uint32_t Worker::FreeSlots() const {
+  return trials_.size() >= options_.slots ? 0
+                                          : options_.slots - static_cast<uint32_t>(trials_.size());
+}
+
+Worker::Trial* Worker::FindTrial(const std::string& trial_id, uint32_t attempt) {
+  for (auto& t : trials_) {
+    if (t->job.trial_id == trial_id && t->job.attempt == attempt) return t.get();
+  }
+  return nullptr;
+}
+
+}  // namespace tunehost::worker

@@ -1,0 +1,107 @@
+// The worker's protocol side (wire-format.md §5.3): one thread, one zmq::poll
+// loop over the jobs, events and results sockets, the trials' metric pipes and
+// a wake-up pipe for signals.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "trial_process.h"
+#include "tunehost/protocol/messages.h"
+
+namespace tunehost::worker {
+
+struct WorkerOptions {
+  std::string command;
+  std::string jobs_endpoint;
+  std::string results_endpoint;
+  std::string events_endpoint;
+  std::string id;
+  uint32_t slots = 1;
+  uint32_t gpus = 0;
+  std::string workdir;  // absolute
+  std::string cwd;      // absolute
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds ack_timeout{1000};
+  std::chrono::milliseconds kill_grace{5000};
+  std::chrono::milliseconds max_idle{0};  // 0 = forever
+};
+
+class Worker {
+ public:
+  // `wake_fd` is the read end of a non-blocking pipe that signal handlers
+  // write to: 'T' asks for shutdown, anything else (SIGCHLD) just wakes.
+  Worker(WorkerOptions options, int wake_fd);
+  ~Worker();
+
+  // Connects, runs until a shutdown request or the idle limit, returns the
+  // process exit code.
+  int Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct PendingMetric {
+    std::string bytes;  // the encoded ME, resent verbatim
+    Clock::time_point last_sent;
+  };
+
+  struct Trial {
+    protocol::NewTrialJob job;
+    std::unique_ptr<TrialProcess> process;
+    uint64_t next_sequence = 0;
+    int64_t last_periodical = -1;
+    bool final_seen = false;
+    std::map<uint64_t, PendingMetric> pending;  // by sequence, until MA
+    bool kill_requested = false;
+    protocol::TrialStatus kill_status = protocol::TrialStatus::kUserCanceled;
+    Clock::time_point kill_deadline;
+    bool sigkill_sent = false;
+  };
+
+  void Connect();
+  void PollOnce();
+  void OnJob(const zmq::message_t& frame);
+  void OnEvent(const std::vector<zmq::message_t>& frames);
+  void OnOffer(const protocol::NewTrialJob& job);
+  void OnKill(const protocol::KillTrialJob& kill);
+  void OnAck(const protocol::MetricAck& ack);
+  void OnMetricLines(Trial* trial, const std::vector<std::string>& lines, size_t overlong);
+  void RequestKill(Trial* trial, protocol::TrialStatus status, const std::string& reason);
+  void DrainWakePipe();
+  void RunTimers();
+  void ReapAndFinish(bool force);
+  void BeginShutdown();
+  void Finish();
+
+  void SendHello();
+  void SendHeartbeat();
+  void SendEnd(const Trial& trial);
+  void Send(protocol::Body body);
+  void SendBytes(const std::string& bytes);
+  std::vector<protocol::RunningTrial> RunningTrials() const;
+  uint32_t FreeSlots() const;
+  Trial* FindTrial(const std::string& trial_id, uint32_t attempt);
+
+  WorkerOptions options_;
+  int wake_fd_;
+  zmq::context_t context_;
+  zmq::socket_t jobs_;
+  zmq::socket_t results_;
+  zmq::socket_t events_;
+  uint64_t next_message_id_ = 1;
+  std::vector<std::unique_ptr<Trial>> trials_;  // answered TS, EN not yet sent
+  Clock::time_point next_heartbeat_;
+  Clock::time_point last_activity_;
+  bool shutting_down_ = false;
+  bool stop_ = false;
+  Clock::time_point shutdown_deadline_;
+  int shutdown_signals_ = 0;
+};
+
+}  // namespace tunehost::worker
