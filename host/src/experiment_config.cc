@@ -1,0 +1,709 @@
+#include "tunehost/host/experiment_config.h"
+
+#include <pwd.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <msgpack.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "tunehost/protocol/codec.h"
+
+// Key policy. The reader takes NNI v2 experiment configs (camelCase keys).
+// A key NNI has but tunehost lacks is either
+//   refused  when running without it would change the experiment's meaning:
+//            advisor, sharedStorage, trialGpuNumber > 0, useAnnotation: true,
+//            experimentType other than hpo, tuner/assessor className and
+//            codeDirectory (Python classes), any platform but local, a list
+//            of training services;
+//   warned   when it only tunes the runtime or is not enforced yet, so the
+//            config still runs: maxTrialDuration (parsed, not enforced),
+//            nniManagerIp, debug, logLevel (use --log-level), tunerGpuIndices,
+//            and the local platform's useActiveGpu, maxTrialNumberPerGpu,
+//            gpuIndices, reuseMode.
+// Any other key is an error, so a typo never passes unnoticed. A key whose
+// value is null counts as absent, as in NNI.
+
+namespace tunehost::host {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+constexpr std::string_view kTagStr = "tag:yaml.org,2002:str";
+
+std::string Where(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+// Errors and warnings for one file, with positions from yaml-cpp marks.
+class Context {
+ public:
+  Context(std::string file, YAML::Mark fallback, std::vector<std::string>* warnings)
+      : file_(std::move(file)), fallback_(fallback), warnings_(warnings) {}
+
+  Status Error(const YAML::Node& at, std::string_view key, std::string_view problem) const {
+    return Status::BadField(Prefix(at, key) + std::string(problem));
+  }
+  void Warn(const YAML::Node& at, std::string_view key, std::string_view problem) const {
+    if (warnings_ != nullptr) warnings_->push_back(Prefix(at, key) + std::string(problem));
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string Prefix(const YAML::Node& at, std::string_view key) const {
+    YAML::Mark mark = at.IsDefined() ? at.Mark() : fallback_;
+    if (mark.is_null()) mark = fallback_;
+    return Where(file_, mark) + ": " + std::string(key) + ": ";
+  }
+
+  std::string file_;
+  YAML::Mark fallback_;
+  std::vector<std::string>* warnings_;
+};
+
+bool IsQuoted(const YAML::Node& n) { return n.Tag() == "!" || n.Tag() == kTagStr; }
+
+int IsOctalDigit(int c) { return c >= '0' && c <= '7' ? 1 : 0; }
+int IsHexDigit(int c) { return isxdigit(c); }
+int IsDecimalDigit(int c) { return isdigit(c); }
+
+bool AllOf(std::string_view s, int (*pred)(int)) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!pred(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// YAML 1.2 core-schema integers: decimal with optional sign, 0x hex, 0o octal.
+// `*fits` is false when the text is an integer that no 64-bit type holds.
+bool ParseYamlInt(std::string_view s, int64_t* i, uint64_t* u, bool* is_unsigned, bool* fits) {
+  *fits = true;
+  *is_unsigned = false;
+  int base = 10;
+  bool negative = false;
+  std::string_view digits = s;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'o')) {
+    base = s[1] == 'x' ? 16 : 8;
+    digits = s.substr(2);
+    if (!AllOf(digits, base == 16 ? IsHexDigit : IsOctalDigit)) return false;
+  } else {
+    if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
+      negative = digits[0] == '-';
+      digits.remove_prefix(1);
+    }
+    if (!AllOf(digits, IsDecimalDigit)) return false;
+  }
+  uint64_t magnitude = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) {
+    *fits = false;
+    return true;
+  }
+  constexpr uint64_t kMaxInt = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (negative) {
+    if (magnitude > kMaxInt + 1) {
+      *fits = false;
+    } else {
+      *i = magnitude == kMaxInt + 1 ? std::numeric_limits<int64_t>::min()
+                                    : -static_cast<int64_t>(magnitude);
+    }
+  } else if (magnitude > kMaxInt) {
+    *is_unsigned = true;
+    *u = magnitude;
+  } else {
+    *i = static_cast<int64_t>(magnitude);
+  }
+  return true;
+}
+
+// YAML 1.2 core-schema floats, including .inf and .nan.
+bool ParseYamlFloat(std::string_view s, double* out) {
+  std::string_view body = s;
+  bool negative = false;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
+    negative = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (body == ".inf" || body == ".Inf" || body == ".INF") {
+    *out = negative ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") {
+    *out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  // [0-9]* ( . [0-9]* )? ( [eE] [-+]? [0-9]+ )?, with at least one mantissa digit.
+  size_t i = 0, mantissa_digits = 0;
+  while (i < body.size() && isdigit(static_cast<unsigned char>(body[i]))) ++i, ++mantissa_digits;
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    while (i < body.size() && isdigit(static_cast<unsigned char>(body[i]))) ++i, ++mantissa_digits;
+  }
+  if (mantissa_digits == 0) return false;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    ++i;
+    if (i < body.size() && (body[i] == '+' || body[i] == '-')) ++i;
+    size_t exp_start = i;
+    while (i < body.size() && isdigit(static_cast<unsigned char>(body[i]))) ++i;
+    if (i == exp_start) return false;
+  }
+  if (i != body.size()) return false;
+  std::string text(s);
+  *out = std::strtod(text.c_str(), nullptr);
+  return true;
+}
+
+bool ParseYamlBool(std::string_view s, bool* out) {
+  if (s == "true" || s == "True" || s == "TRUE") {
+    *out = true;
+    return true;
+  }
+  if (s == "false" || s == "False" || s == "FALSE") {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+bool IsYamlNull(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+void PackStr(Packer& pk, std::string_view s) {
+  pk.pack_str(static_cast<uint32_t>(s.size()));
+  pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+}
+
+// YAML -> MessagePack: ints stay ints, floats floats; a quoted scalar is a
+// string whatever it looks like. Map keys are strings (as in JSON and NNI).
+Status PackNode(const Context& ctx, const YAML::Node& n, const std::string& key, Packer& pk) {
+  switch (n.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      pk.pack_nil();
+      return Status::Ok();
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (IsQuoted(n)) {
+        PackStr(pk, s);
+        return Status::Ok();
+      }
+      int64_t i = 0;
+      uint64_t u = 0;
+      bool is_unsigned = false, fits = true;
+      double d = 0;
+      bool b = false;
+      if (ParseYamlInt(s, &i, &u, &is_unsigned, &fits)) {
+        if (!fits) return ctx.Error(n, key, "integer out of range: " + s);
+        if (is_unsigned) {
+          pk.pack_uint64(u);
+        } else {
+          pk.pack_int64(i);
+        }
+      } else if (ParseYamlFloat(s, &d)) {
+        pk.pack_double(d);
+      } else if (ParseYamlBool(s, &b)) {
+        if (b) {
+          pk.pack_true();
+        } else {
+          pk.pack_false();
+        }
+      } else if (IsYamlNull(s)) {
+        pk.pack_nil();
+      } else {
+        PackStr(pk, s);
+      }
+      return Status::Ok();
+    }
+    case YAML::NodeType::Sequence: {
+      pk.pack_array(static_cast<uint32_t>(n.size()));
+      size_t index = 0;
+      for (const YAML::Node& item : n) {
+        Status st = PackNode(ctx, item, key + "[" + std::to_string(index++) + "]", pk);
+        if (!st.ok()) return st;
+      }
+      return Status::Ok();
+    }
+    case YAML::NodeType::Map: {
+      pk.pack_map(static_cast<uint32_t>(n.size()));
+      std::set<std::string> seen;
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) {
+          return ctx.Error(it->first, key, "map keys must be strings");
+        }
+        const std::string& k = it->first.Scalar();
+        std::string child = key.empty() ? k : key + "." + k;
+        if (!seen.insert(k).second) return ctx.Error(it->first, child, "duplicate key");
+        PackStr(pk, k);
+        Status st = PackNode(ctx, it->second, child, pk);
+        if (!st.ok()) return st;
+      }
+      return Status::Ok();
+    }
+  }
+  return ctx.Error(n, key, "unsupported YAML node");
+}
+
+Status ToPacked(const Context& ctx, const YAML::Node& n, const std::string& key,
+                protocol::Packed* out) {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  Status st = PackNode(ctx, n, key, pk);
+  if (!st.ok()) return st;
+  out->assign(buf.data(), buf.size());
+  return Status::Ok();
+}
+
+bool IsPackedMap(const protocol::Packed& p) {
+  if (p.empty()) return false;
+  auto b = static_cast<unsigned char>(p[0]);
+  return (b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf;
+}
+
+// Iterates a map's entries, refusing non-string and duplicate keys.
+template <typename Fn>
+Status ForEachEntry(const Context& ctx, const YAML::Node& map, const std::string& prefix, Fn fn) {
+  std::set<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it->first.IsScalar()) return ctx.Error(it->first, prefix, "keys must be strings");
+    const std::string& k = it->first.Scalar();
+    std::string full = prefix.empty() ? k : prefix + "." + k;
+    if (!seen.insert(k).second) return ctx.Error(it->first, full, "duplicate key");
+    if (it->second.IsNull()) continue;  // null = absent, as in NNI
+    Status st = fn(k, full, it->first, it->second);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status GetString(const Context& ctx, const YAML::Node& n, const std::string& key,
+                 std::string* out) {
+  if (!n.IsScalar()) return ctx.Error(n, key, "must be a string");
+  *out = n.Scalar();
+  return Status::Ok();
+}
+
+Status GetInt(const Context& ctx, const YAML::Node& n, const std::string& key, int64_t min,
+              int64_t max, int64_t* out) {
+  int64_t i = 0;
+  uint64_t u = 0;
+  bool is_unsigned = false, fits = true;
+  if (!n.IsScalar() || IsQuoted(n) || !ParseYamlInt(n.Scalar(), &i, &u, &is_unsigned, &fits)) {
+    return ctx.Error(n, key, "must be an integer");
+  }
+  if (fits && !is_unsigned && i < min) {
+    return ctx.Error(n, key, "must be at least " + std::to_string(min) + ", got " + n.Scalar());
+  }
+  if (!fits || is_unsigned || i > max) {
+    return ctx.Error(n, key, "must be at most " + std::to_string(max) + ", got " + n.Scalar());
+  }
+  *out = i;
+  return Status::Ok();
+}
+
+Status GetBool(const Context& ctx, const YAML::Node& n, const std::string& key, bool* out) {
+  if (!n.IsScalar() || IsQuoted(n) || !ParseYamlBool(n.Scalar(), out)) {
+    return ctx.Error(n, key, "must be true or false");
+  }
+  return Status::Ok();
+}
+
+Status GetDuration(const Context& ctx, const YAML::Node& n, const std::string& key,
+                   double* seconds) {
+  if (!n.IsScalar() || !ParseDuration(n.Scalar(), seconds)) {
+    return ctx.Error(n, key,
+                     "must be a positive duration such as \"30s\", \"10m\", \"2h\", \"1d\" or "
+                     "a number of seconds");
+  }
+  return Status::Ok();
+}
+
+fs::path HomeDir() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return home;
+  if (const passwd* pw = getpwuid(getuid()); pw != nullptr && pw->pw_dir != nullptr) {
+    return pw->pw_dir;
+  }
+  return fs::temp_directory_path();
+}
+
+// "~" and "~/x" are the home directory, as NNI expands them; relative paths
+// are relative to the YAML file's directory.
+fs::path ResolvePath(const std::string& text, const fs::path& base) {
+  fs::path p;
+  if (text == "~") {
+    p = HomeDir();
+  } else if (text.rfind("~/", 0) == 0) {
+    p = HomeDir() / text.substr(2);
+  } else {
+    p = text;
+  }
+  if (p.is_relative()) p = base / p;
+  return p.lexically_normal();
+}
+
+Status ReadFile(const fs::path& file, std::string* out) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound(file.string() + ": cannot read file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::NotFound(file.string() + ": read error");
+  *out = ss.str();
+  return Status::Ok();
+}
+
+Status ParseYaml(std::string_view text, const std::string& label, YAML::Node* out) {
+  try {
+    *out = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    return Status::BadField(Where(label, e.mark) + ": invalid YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    return Status::BadField(label + ": invalid YAML: " + e.what());
+  }
+  return Status::Ok();
+}
+
+Status LoadSearchSpaceFile(const Context& ctx, const YAML::Node& at, const fs::path& file,
+                           protocol::Packed* out) {
+  std::string text;
+  Status st = ReadFile(file, &text);
+  if (!st.ok()) return ctx.Error(at, "searchSpaceFile", st.message());
+  std::string ext = file.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".json") {
+    st = protocol::JsonToPacked(text, out);
+    if (!st.ok()) return ctx.Error(at, "searchSpaceFile", file.string() + ": " + st.message());
+  } else {
+    YAML::Node root;
+    st = ParseYaml(text, file.string(), &root);
+    if (!st.ok()) return st;
+    Context file_ctx(file.string(), YAML::Mark(), nullptr);
+    st = ToPacked(file_ctx, root, "searchSpaceFile", out);
+    if (!st.ok()) return st;
+  }
+  if (!IsPackedMap(*out)) {
+    return ctx.Error(at, "searchSpaceFile", file.string() + ": the search space must be a map");
+  }
+  return Status::Ok();
+}
+
+Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string& key,
+                     protocol::PluginSpec* out) {
+  if (!n.IsMap()) return ctx.Error(n, key, "must be a map with name and classArgs");
+  bool has_name = false;
+  out->args = std::string(1, static_cast<char>(0x80));  // empty map
+  Status st = ForEachEntry(ctx, n, key,
+                           [&](const std::string& k, const std::string& full,
+                               const YAML::Node& key_node, const YAML::Node& v) -> Status {
+                             if (k == "name") {
+                               has_name = true;
+                               Status s = GetString(ctx, v, full, &out->name);
+                               if (s.ok() && out->name.empty())
+                                 return ctx.Error(v, full, "must not be empty");
+                               return s;
+                             }
+                             if (k == "classArgs") {
+                               if (!v.IsMap()) return ctx.Error(v, full, "must be a map");
+                               return ToPacked(ctx, v, full, &out->args);
+                             }
+                             if (k == "className" || k == "codeDirectory") {
+                               return ctx.Error(
+                                   key_node, full,
+                                   "Python algorithm classes are not supported: tunehost loads " +
+                                       key + "s from plugins by name (see `tunehost plugins`)");
+                             }
+                             return ctx.Error(key_node, full, "unknown key");
+                           });
+  if (!st.ok()) return st;
+  if (!has_name) return ctx.Error(n, key + ".name", "required");
+  return Status::Ok();
+}
+
+Status ReadTrainingService(const Context& ctx, const YAML::Node& n) {
+  const std::string key = "trainingService";
+  if (n.IsSequence()) {
+    return ctx.Error(n, key, "a list of training services is not supported: only local exists");
+  }
+  if (!n.IsMap()) return ctx.Error(n, key, "must be a map such as {platform: local}");
+  bool has_platform = false;
+  Status st = ForEachEntry(
+      ctx, n, key,
+      [&](const std::string& k, const std::string& full, const YAML::Node& key_node,
+          const YAML::Node& v) -> Status {
+        if (k == "platform") {
+          has_platform = true;
+          std::string platform;
+          Status s = GetString(ctx, v, full, &platform);
+          if (!s.ok()) return s;
+          if (platform != "local") {
+            return ctx.Error(v, full, "unsupported platform '" + platform + "': only local exists");
+          }
+          return Status::Ok();
+        }
+        if (k == "useActiveGpu" || k == "maxTrialNumberPerGpu" || k == "gpuIndices" ||
+            k == "reuseMode") {
+          ctx.Warn(key_node, full, "ignored: local workers do not schedule GPUs");
+          return Status::Ok();
+        }
+        return ctx.Error(key_node, full, "unknown key");
+      });
+  if (!st.ok()) return st;
+  if (!has_platform) return ctx.Error(n, key + ".platform", "required");
+  return Status::Ok();
+}
+
+Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOptions* out) {
+  const std::string key = "tunehost";
+  if (!n.IsMap()) return ctx.Error(n, key, "must be a map");
+  return ForEachEntry(
+      ctx, n, key,
+      [&](const std::string& k, const std::string& full, const YAML::Node& key_node,
+          const YAML::Node& v) -> Status {
+        int64_t value = 0;
+        if (k == "heartbeatIntervalMs" || k == "ackTimeoutMs") {
+          Status s = GetInt(ctx, v, full, 1, 24LL * 3600 * 1000, &value);
+          if (!s.ok()) return s;
+          (k == "heartbeatIntervalMs" ? out->heartbeat_interval : out->ack_timeout) =
+              std::chrono::milliseconds(value);
+          return Status::Ok();
+        }
+        if (k == "maxMessageBytes") {
+          Status s = GetInt(ctx, v, full, 1024, std::numeric_limits<int64_t>::max(), &value);
+          if (!s.ok()) return s;
+          out->max_message_bytes = static_cast<size_t>(value);
+          return Status::Ok();
+        }
+        return ctx.Error(key_node, full, "unknown key");
+      });
+}
+
+}  // namespace
+
+bool ParseDuration(std::string_view text, double* seconds) {
+  size_t i = 0;
+  while (i < text.size() && isspace(static_cast<unsigned char>(text[i]))) ++i;
+  size_t start = i;
+  while (i < text.size() && (isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+                             text[i] == 'e' || text[i] == 'E' ||
+                             ((text[i] == '+' || text[i] == '-') && i > start &&
+                              (text[i - 1] == 'e' || text[i - 1] == 'E')))) {
+    ++i;
+  }
+  double number = 0;
+  if (!ParseYamlFloat(text.substr(start, i - start), &number)) return false;
+  while (i < text.size() && isspace(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit;
+  for (; i < text.size(); ++i) {
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  }
+  while (!unit.empty() && isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
+  double scale = 0;
+  if (unit.empty() || unit == "s" || unit == "sec" || unit == "secs" || unit == "second" ||
+      unit == "seconds") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min" || unit == "mins" || unit == "minute" ||
+             unit == "minutes") {
+    scale = 60;
+  } else if (unit == "h" || unit == "hr" || unit == "hrs" || unit == "hour" || unit == "hours") {
+    scale = 3600;
+  } else if (unit == "d" || unit == "day" || unit == "days") {
+    scale = 86400;
+  } else {
+    return false;
+  }
+  double value = number * scale;
+  if (!std::isfinite(value) || value <= 0) return false;
+  *seconds = value;
+  return true;
+}
+
+std::string NewExperimentId() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device rd;
+  std::mt19937 gen(rd());
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string id(8, 'a');
+  for (char& c : id) c = kAlphabet[pick(gen)];
+  return id;
+}
+
+Status LoadExperimentConfig(const fs::path& file, ExperimentConfig* out) {
+  std::string text;
+  Status st = ReadFile(file, &text);
+  if (!st.ok()) return st;
+  return ParseExperimentConfig(text, file, out);
+}
+
+Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
+                             ExperimentConfig* out) {
+  *out = ExperimentConfig();
+  std::error_code ec;
+  fs::path source = fs::absolute(source_file, ec).lexically_normal();
+  if (ec) source = source_file;
+  const std::string label = source_file.string();
+  const fs::path base = source.parent_path();
+
+  YAML::Node root;
+  Status st = ParseYaml(yaml, label, &root);
+  if (!st.ok()) return st;
+  YAML::Mark top;  // 1:1, where "required" errors point when a key is missing
+  Context ctx(label, top, &out->warnings);
+  if (!root.IsMap()) {
+    return Status::BadField(Where(label, top) + ": experiment: the file must be a YAML map");
+  }
+
+  ExperimentConfig& c = *out;
+  c.source_file = source;
+  c.spec.id = NewExperimentId();
+  c.trial_code_dir = base;
+  c.working_dir = (HomeDir() / "tunehost-experiments").lexically_normal();
+  bool has_command = false, has_concurrency = false, has_tuner = false;
+  // Plain YAML::Node assignment writes through to the node assigned to, so
+  // the nodes found are kept in optionals.
+  std::optional<YAML::Node> search_space, search_space_file, code_dir;
+
+  st = ForEachEntry(
+      ctx, root, "",
+      [&](const std::string& k, const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& v) -> Status {
+        int64_t i = 0;
+        bool b = false;
+        std::string s;
+        if (k == "experimentName") return GetString(ctx, v, key, &c.name);
+        if (k == "searchSpace") {
+          if (!v.IsMap()) return ctx.Error(v, key, "must be a map");
+          search_space.emplace(v);
+          return ToPacked(ctx, v, key, &c.search_space);
+        }
+        if (k == "searchSpaceFile") {
+          search_space_file.emplace(v);
+          return GetString(ctx, v, key, &s);
+        }
+        if (k == "trialCommand") {
+          has_command = true;
+          Status r = GetString(ctx, v, key, &c.trial_command);
+          if (r.ok() && c.trial_command.find_first_not_of(" \t\n") == std::string::npos) {
+            return ctx.Error(v, key, "must not be empty");
+          }
+          return r;
+        }
+        if (k == "trialCodeDirectory") {
+          code_dir.emplace(v);
+          return GetString(ctx, v, key, &s);
+        }
+        if (k == "trialConcurrency") {
+          has_concurrency = true;
+          Status r = GetInt(ctx, v, key, 1, std::numeric_limits<uint32_t>::max(), &i);
+          c.spec.concurrency = static_cast<uint32_t>(i);
+          return r;
+        }
+        if (k == "maxTrialNumber") {
+          Status r = GetInt(ctx, v, key, 1, std::numeric_limits<int64_t>::max(), &i);
+          c.spec.max_trials = static_cast<uint64_t>(i);
+          return r;
+        }
+        if (k == "maxExperimentDuration") return GetDuration(ctx, v, key, &c.spec.max_duration_s);
+        if (k == "maxTrialDuration") {
+          double unused = 0;
+          Status r = GetDuration(ctx, v, key, &unused);
+          if (r.ok()) ctx.Warn(key_node, key, "not enforced yet: trials run until they end");
+          return r;
+        }
+        if (k == "tuner") {
+          has_tuner = true;
+          return ReadAlgorithm(ctx, v, key, &c.spec.tuner);
+        }
+        if (k == "assessor") {
+          c.spec.assessor.emplace();
+          return ReadAlgorithm(ctx, v, key, &*c.spec.assessor);
+        }
+        if (k == "advisor") {
+          return ctx.Error(key_node, key,
+                           "advisors are not supported: use a tuner and an assessor");
+        }
+        if (k == "trainingService") return ReadTrainingService(ctx, v);
+        if (k == "experimentWorkingDirectory") {
+          Status r = GetString(ctx, v, key, &s);
+          if (r.ok()) c.working_dir = ResolvePath(s, base);
+          return r;
+        }
+        if (k == "trialGpuNumber") {
+          Status r = GetInt(ctx, v, key, 0, std::numeric_limits<int64_t>::max(), &i);
+          if (r.ok() && i > 0) {
+            return ctx.Error(v, key, "GPU trials are not supported: local workers have no GPUs");
+          }
+          return r;
+        }
+        if (k == "useAnnotation") {
+          Status r = GetBool(ctx, v, key, &b);
+          if (r.ok() && b) {
+            return ctx.Error(v, key, "annotations are not supported: use searchSpace");
+          }
+          return r;
+        }
+        if (k == "experimentType") {
+          Status r = GetString(ctx, v, key, &s);
+          if (r.ok() && s != "hpo") {
+            return ctx.Error(v, key, "only hpo experiments are supported, got '" + s + "'");
+          }
+          return r;
+        }
+        if (k == "sharedStorage") {
+          return ctx.Error(key_node, key, "shared storage is not supported");
+        }
+        if (k == "nniManagerIp") {
+          ctx.Warn(key_node, key, "ignored: `tunehost run` binds to loopback");
+          return Status::Ok();
+        }
+        if (k == "debug" || k == "logLevel") {
+          ctx.Warn(key_node, key, "ignored: use --log-level");
+          return Status::Ok();
+        }
+        if (k == "tunerGpuIndices") {
+          ctx.Warn(key_node, key, "ignored: plugins run inside the host");
+          return Status::Ok();
+        }
+        if (k == "tunehost") return ReadTunehostSection(ctx, v, &c.timing);
+        return ctx.Error(key_node, key, "unknown key");
+      });
+  if (!st.ok()) return st;
+
+  if (!has_command) return ctx.Error(YAML::Node(), "trialCommand", "required");
+  if (!has_concurrency) return ctx.Error(YAML::Node(), "trialConcurrency", "required");
+  if (!has_tuner) return ctx.Error(YAML::Node(), "tuner", "required");
+  if (search_space && search_space_file) {
+    return ctx.Error(*search_space_file, "searchSpaceFile",
+                     "give either searchSpace or searchSpaceFile, not both");
+  }
+  if (search_space_file) {
+    st = LoadSearchSpaceFile(ctx, *search_space_file,
+                             ResolvePath(search_space_file->Scalar(), base), &c.search_space);
+    if (!st.ok()) return st;
+  } else if (!search_space) {
+    return ctx.Error(YAML::Node(), "searchSpace", "required (or searchSpaceFile)");
+  }
+  if (code_dir) {
+    c.trial_code_dir = ResolvePath(code_dir->Scalar(), base);
+    if (!fs::is_directory(c.trial_code_dir, ec)) {
+      return ctx.Error(*code_dir, "trialCodeDirectory",
+                       "not a directory: " + c.trial_code_dir.string());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tunehost::host

@@ -4,6 +4,7 @@
 #include "tunehost/protocol/codec.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -84,7 +85,16 @@ void Id(Packer& pk, const ParameterId& id) {
   }
 }
 
-void Float(Packer& pk, double d) { pk.pack_double(d); }
+// msgpack-c 4 packs a double with an integral value as an integer; the wire
+// format writes every float as float64 (wire-format.md §2), so write it here.
+void Float(msgpack::sbuffer& buf, double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  char out[9];
+  out[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  buf.write(out, sizeof out);
+}
 
 class Writer {
  public:
@@ -317,7 +327,7 @@ class Writer {
     Str(pk_, "max_trials");
     pk_.pack_uint64(e.max_trials);
     Str(pk_, "max_duration_s");
-    Float(pk_, e.max_duration_s);
+    Float(buf_, e.max_duration_s);
   }
   void Running(const std::vector<RunningTrial>& running) {
     pk_.pack_array(static_cast<uint32_t>(running.size()));
@@ -338,9 +348,31 @@ class Writer {
 
 // ---------------------------------------------------------------- decoding
 
+// Like msgpack::pack(buf, o), but floats stay floats (see Float). Recursion is
+// bounded by the unpack depth limit.
+void PackObject(Packer& pk, msgpack::sbuffer& buf, const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: Float(buf, o.via.f64); break;
+    case msgpack::type::ARRAY:
+      pk.pack_array(o.via.array.size);
+      for (uint32_t i = 0; i < o.via.array.size; ++i) PackObject(pk, buf, o.via.array.ptr[i]);
+      break;
+    case msgpack::type::MAP:
+      pk.pack_map(o.via.map.size);
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        PackObject(pk, buf, o.via.map.ptr[i].key);
+        PackObject(pk, buf, o.via.map.ptr[i].val);
+      }
+      break;
+    default: pk.pack(o); break;
+  }
+}
+
 Packed Repack(const msgpack::object& o) {
   msgpack::sbuffer buf;
-  msgpack::pack(buf, o);
+  Packer pk(buf);
+  PackObject(pk, buf, o);
   return Packed(buf.data(), buf.size());
 }
 
@@ -824,8 +856,7 @@ Packed EmptyMap() { return Packed("\x80", 1); }
 
 Packed PackDouble(double v) {
   msgpack::sbuffer buf;
-  Packer pk(buf);
-  pk.pack_double(v);
+  Float(buf, v);
   return Packed(buf.data(), buf.size());
 }
 

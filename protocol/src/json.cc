@@ -2,6 +2,7 @@
 // and prints; the MessagePack side is written here so floats stay float64
 // (nlohmann's own to_msgpack narrows floats that fit in 32 bits).
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include <msgpack.hpp>
@@ -51,13 +52,24 @@ Json ToJson(const msgpack::object& o) {
   return nullptr;
 }
 
-void FromJson(const Json& j, Packer& pk) {
+// msgpack-c 4 packs a double with an integral value as an integer; JSON 1.0
+// must stay a float64 on the wire.
+void PackFloat64(msgpack::sbuffer& buf, double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  char out[9];
+  out[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  buf.write(out, sizeof out);
+}
+
+void FromJson(const Json& j, Packer& pk, msgpack::sbuffer& buf) {
   switch (j.type()) {
     case Json::value_t::null: pk.pack_nil(); break;
     case Json::value_t::boolean: pk.pack(j.get<bool>()); break;
     case Json::value_t::number_integer: pk.pack_int64(j.get<int64_t>()); break;
     case Json::value_t::number_unsigned: pk.pack_uint64(j.get<uint64_t>()); break;
-    case Json::value_t::number_float: pk.pack_double(j.get<double>()); break;
+    case Json::value_t::number_float: PackFloat64(buf, j.get<double>()); break;
     case Json::value_t::string: {
       const auto& s = j.get_ref<const std::string&>();
       pk.pack_str(static_cast<uint32_t>(s.size()));
@@ -66,14 +78,14 @@ void FromJson(const Json& j, Packer& pk) {
     }
     case Json::value_t::array:
       pk.pack_array(static_cast<uint32_t>(j.size()));
-      for (const auto& v : j) FromJson(v, pk);
+      for (const auto& v : j) FromJson(v, pk, buf);
       break;
     case Json::value_t::object:
       pk.pack_map(static_cast<uint32_t>(j.size()));
       for (const auto& [k, v] : j.items()) {
         pk.pack_str(static_cast<uint32_t>(k.size()));
         pk.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
-        FromJson(v, pk);
+        FromJson(v, pk, buf);
       }
       break;
     default: pk.pack_nil(); break;
@@ -97,7 +109,7 @@ Status JsonToPacked(std::string_view json, Packed* out) {
   if (j.is_discarded()) return Status::BadField("not valid JSON");
   msgpack::sbuffer buf;
   Packer pk(buf);
-  FromJson(j, pk);
+  FromJson(j, pk, buf);
   out->assign(buf.data(), buf.size());
   return Status::Ok();
 }

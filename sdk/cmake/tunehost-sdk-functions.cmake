@@ -17,7 +17,15 @@ function(th_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON)
   if(NOT APPLE AND NOT WIN32)
-    target_link_options(${name} PRIVATE "LINKER:-z,defs")
+    # Hidden visibility does not cover the std:: templates libstdc++ marks as
+    # default-visible (some as STB_GNU_UNIQUE, which would pin the plugin in
+    # memory forever): a version script makes everything but the entry local.
+    set(_th_map "${CMAKE_BINARY_DIR}/CMakeFiles/tunehost-plugin.map")
+    if(NOT EXISTS "${_th_map}")
+      file(WRITE "${_th_map}" "{\n  global: th_plugin_entry;\n  local: *;\n};\n")
+    endif()
+    target_link_options(${name} PRIVATE "LINKER:-z,defs" "LINKER:--version-script=${_th_map}")
+    set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS "${_th_map}")
   endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")

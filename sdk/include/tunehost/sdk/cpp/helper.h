@@ -1,22 +1,28 @@
-// tunehost SDK, header-only C++ helper: write a tuner or assessor as a C++
-// class and export it with one macro. It writes the ABI entry point, the
-// factories and noexcept trampolines that turn every exception into a
-// th_status with a message, so nothing ever throws across the ABI.
+// tunehost SDK: header-only C++ layer over the C ABI.
 //
-//   class MyTuner : public tunehost::sdk::Tuner { ... };
-//   TH_EXPORT_PLUGIN(tunehost::sdk::TunerClass<MyTuner>(
-//       {"com.example.my", "my", "Example", "1.0.0", "what it does"}))
+// A plugin derives from Tuner or Assessor, gives its class a constructor
+// `T(tunehost::sdk::HostRef host, const msgpack::object& class_args)` and lists
+// its classes once:
 //
-// Plugin classes are constructed as T(HostRef host, const msgpack::object&
-// class_args) and throw Error(TH_INVALID_ARGUMENT, "...") for bad arguments.
-// Include this header in exactly one translation unit that uses
-// TH_EXPORT_PLUGIN; other files of the plugin may include it freely.
-#ifndef TUNEHOST_SDK_CPP_HELPER_H
-#define TUNEHOST_SDK_CPP_HELPER_H
+//   TH_EXPORT_PLUGIN(
+//       tunehost::sdk::TunerClass<MyTuner>({"org.example.my", "my", "me", "1.0.0", "..."}),
+//       tunehost::sdk::AssessorClass<MyStop>({"org.example.stop", "stop", "me", "1.0", ""}));
+//
+// The macro writes the exported th_plugin_entry, both factories and the
+// descriptors; use it in exactly one translation unit of the plugin. Every C
+// entry point is a noexcept trampoline: an Error becomes its status and
+// message, a msgpack type error TH_INVALID_ARGUMENT, any other exception
+// TH_INTERNAL, so nothing ever unwinds into the host. msgpack::object
+// arguments are valid only during the call (copy with .as<T>() or into your
+// own zone to keep them).
+#pragma once
 
-#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -31,7 +37,7 @@
 
 namespace tunehost::sdk {
 
-// Throw from plugin code to return a specific status with a message.
+// Thrown from plugin code to return a specific status with a message.
 class Error : public std::runtime_error {
  public:
   Error(th_status status, const std::string& message)
@@ -42,31 +48,42 @@ class Error : public std::runtime_error {
   th_status status_;
 };
 
-// Copies a message into a caller-owned error buffer, truncating safely.
-inline void WriteError(th_error_t* err, std::string_view message) {
+// Copies `message` into the caller's buffer, truncated to fit with its NUL and
+// never in the middle of a UTF-8 sequence. Does nothing without a buffer.
+inline void WriteError(th_error_t* err, std::string_view message) noexcept {
   if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
-  size_t n = std::min(message.size(), err->capacity - 1);
-  std::memcpy(err->message, message.data(), n);
+  size_t n = message.size();
+  if (n > err->capacity - 1) {
+    n = err->capacity - 1;
+    while (n > 0 && (static_cast<unsigned char>(message[n]) & 0xC0u) == 0x80u) --n;
+  }
+  if (n > 0) std::memcpy(err->message, message.data(), n);
   err->message[n] = '\0';
 }
 
-// The host as seen by a plugin instance. Cheap to copy.
+// The host as seen by one plugin instance. Cheap to copy; valid as long as the
+// instance it was given to.
 class HostRef {
  public:
-  explicit HostRef(const th_host_t* host) : host_(host) {}
+  explicit HostRef(const th_host_t* host = nullptr) : host_(host) {}
 
   void Log(th_log_level_t level, const std::string& message) const {
-    if (host_ != nullptr && host_->log != nullptr) host_->log(host_, level, message.c_str());
+    if (Has(offsetof(th_host_t, log) + sizeof(host_->log)) && host_->log != nullptr) {
+      host_->log(host_, level, message.c_str());
+    }
   }
-  void Debug(const std::string& m) const { Log(TH_LOG_DEBUG, m); }
-  void Info(const std::string& m) const { Log(TH_LOG_INFO, m); }
-  void Warn(const std::string& m) const { Log(TH_LOG_WARNING, m); }
-  void LogError(const std::string& m) const { Log(TH_LOG_ERROR, m); }
+  void Debug(const std::string& message) const { Log(TH_LOG_DEBUG, message); }
+  void Info(const std::string& message) const { Log(TH_LOG_INFO, message); }
+  void Warn(const std::string& message) const { Log(TH_LOG_WARNING, message); }
+  void LogError(const std::string& message) const { Log(TH_LOG_ERROR, message); }
 
-  // The NNI send-trial callback: parameters (one MessagePack map) for an id
-  // handed to GenerateMultiple earlier and not emitted then.
+  // Tuners: emits parameters (one MessagePack map) for an id the host gave to
+  // an earlier generate that was not answered then (the credit pattern).
   th_status SendTrial(int64_t parameter_id, const msgpack::sbuffer& params) const {
-    if (host_ == nullptr || host_->send_trial == nullptr) return TH_NOT_SUPPORTED;
+    if (!Has(offsetof(th_host_t, send_trial) + sizeof(host_->send_trial)) ||
+        host_->send_trial == nullptr) {
+      return TH_NOT_SUPPORTED;
+    }
     return host_->send_trial(host_, parameter_id, reinterpret_cast<const uint8_t*>(params.data()),
                              params.size());
   }
@@ -74,38 +91,44 @@ class HostRef {
   const th_host_t* raw() const { return host_; }
 
  private:
+  // A host built against an older SDK may hand over a shorter struct.
+  bool Has(size_t end) const { return host_ != nullptr && host_->struct_size >= end; }
+
   const th_host_t* host_;
 };
 
-// Base class of tuners. Calls never overlap (the host's tuner strand).
+// Base of a C++ tuner. Calls are serialized by the host (tuner strand).
 class Tuner {
  public:
   explicit Tuner(HostRef host) : host_(host) {}
   virtual ~Tuner() = default;
+  Tuner(const Tuner&) = delete;
+  Tuner& operator=(const Tuner&) = delete;
 
   virtual void UpdateSearchSpace(const msgpack::object& space) = 0;
-  // Packs one parameter map for `parameter_id` into `out`; false when there
-  // are no more trials (nothing packed).
+
+  // Packs one parameter map for `parameter_id` into `out`; returns false when
+  // there are no more trials (nothing packed).
   virtual bool GenerateParameters(int64_t parameter_id, msgpack::packer<msgpack::sbuffer>& out) = 0;
-  // Emits parameters for as many ids as it can, in order. The default calls
-  // GenerateParameters per id and stops at the first false. Returns false
-  // when fewer than all ids were emitted (the rest stay usable as credit
-  // through host().SendTrial).
+
+  // Emits parameters for as many of `ids` as it can, in order; returns false
+  // when fewer than all were emitted. Default: GenerateParameters per id,
+  // stopping at the first false.
   virtual bool GenerateMultiple(const std::vector<int64_t>& ids,
                                 const std::function<void(int64_t, const msgpack::sbuffer&)>& emit) {
     for (int64_t id : ids) {
-      msgpack::sbuffer buf;
-      msgpack::packer<msgpack::sbuffer> pk(buf);
-      if (!GenerateParameters(id, pk)) return false;
-      emit(id, buf);
+      msgpack::sbuffer buffer;
+      msgpack::packer<msgpack::sbuffer> packer(buffer);
+      if (!GenerateParameters(id, packer)) return false;
+      emit(id, buffer);
     }
     return true;
   }
+
   virtual void ReceiveTrialResult(int64_t /*parameter_id*/, const msgpack::object& /*parameters*/,
                                   const msgpack::object& /*value*/, double /*scalar*/,
                                   bool /*customized*/) {}
   virtual void TrialEnd(int64_t /*parameter_id*/, bool /*success*/) {}
-  // `records`: array of {"parameters": map, "value": metric}.
   virtual void ImportData(const msgpack::object& /*records*/) {
     throw Error(TH_NOT_SUPPORTED, "import_data is not supported");
   }
@@ -121,14 +144,15 @@ class Tuner {
   HostRef host_;
 };
 
-// Base class of assessors. Calls never overlap (the host's assessor strand).
+// Base of a C++ assessor. Calls are serialized by the host (assessor strand).
 class Assessor {
  public:
   explicit Assessor(HostRef host) : host_(host) {}
   virtual ~Assessor() = default;
+  Assessor(const Assessor&) = delete;
+  Assessor& operator=(const Assessor&) = delete;
 
-  // `history`: array of the trial's PERIODICAL metrics (numbers, or maps with
-  // a numeric "default"), in order. True = good (keep running).
+  // `history`: array of the trial's PERIODICAL metrics. Returns true = good.
   virtual bool AssessTrial(const std::string& trial_id, const msgpack::object& history) = 0;
   virtual void TrialEnd(const std::string& /*trial_id*/, bool /*success*/) {}
   virtual std::string SaveState() { throw Error(TH_NOT_SUPPORTED, "save_state is not supported"); }
@@ -143,7 +167,7 @@ class Assessor {
   HostRef host_;
 };
 
-// Plain data for a descriptor; the strings must be static.
+// Static strings describing one class; all must outlive the plugin (literals).
 struct PluginInfo {
   const char* id;
   const char* name;
@@ -152,33 +176,67 @@ struct PluginInfo {
   const char* description;
 };
 
-template <class T>
-struct TunerClass {
-  explicit TunerClass(PluginInfo i) : info(i) {}
+// One registered class, as listed in TH_EXPORT_PLUGIN.
+struct ClassDef {
+  enum class Kind { kTuner, kAssessor };
+  Kind kind;
   PluginInfo info;
+  std::unique_ptr<Tuner> (*create_tuner)(HostRef, const msgpack::object&);
+  std::unique_ptr<Assessor> (*create_assessor)(HostRef, const msgpack::object&);
 };
 
 template <class T>
-struct AssessorClass {
-  explicit AssessorClass(PluginInfo i) : info(i) {}
-  PluginInfo info;
+struct TunerClass : ClassDef {
+  // Implicit on purpose: TH_EXPORT_PLUGIN lists these in a braced list.
+  TunerClass(PluginInfo plugin_info)
+      : ClassDef{Kind::kTuner, plugin_info,
+                 [](HostRef host, const msgpack::object& args) -> std::unique_ptr<Tuner> {
+                   return std::make_unique<T>(host, args);
+                 },
+                 nullptr} {}
+};
+
+template <class T>
+struct AssessorClass : ClassDef {
+  AssessorClass(PluginInfo plugin_info)
+      : ClassDef{Kind::kAssessor, plugin_info, nullptr,
+                 [](HostRef host, const msgpack::object& args) -> std::unique_ptr<Assessor> {
+                   return std::make_unique<T>(host, args);
+                 }} {}
 };
 
 namespace detail {
 
-// Runs `f` (which returns a th_status) and maps every exception to a status.
-template <class F>
-th_status Guard(th_error_t* err, F&& f) noexcept {
+// Unpacks borrowed bytes as exactly one MessagePack value.
+inline msgpack::object_handle Unpack(th_bytes_t bytes, const char* what) {
+  if (bytes.size == 0 || bytes.data == nullptr) {
+    throw Error(TH_INVALID_ARGUMENT, std::string(what) + ": no bytes");
+  }
+  msgpack::object_handle handle;
+  size_t offset = 0;
   try {
-    return f();
+    msgpack::unpack(handle, reinterpret_cast<const char*>(bytes.data), bytes.size, offset);
+  } catch (const std::exception& e) {
+    throw Error(TH_INVALID_ARGUMENT, std::string(what) + ": invalid MessagePack: " + e.what());
+  }
+  if (offset != bytes.size) {
+    throw Error(TH_INVALID_ARGUMENT, std::string(what) + ": trailing bytes after the value");
+  }
+  return handle;
+}
+
+// Runs `fn`, turning every exception into a status and a message.
+template <class Fn>
+th_status Guard(th_error_t* err, Fn&& fn) noexcept {
+  try {
+    fn();
+    return TH_OK;
   } catch (const Error& e) {
     WriteError(err, e.what());
     return e.status();
-  } catch (const msgpack::unpack_error& e) {
-    WriteError(err, std::string("bad MessagePack input: ") + e.what());
-    return TH_INVALID_ARGUMENT;
-  } catch (const msgpack::type_error&) {
-    WriteError(err, "a MessagePack value has an unexpected type");
+  } catch (const msgpack::type_error& e) {
+    // .as<T>() on input of the wrong shape: the input is at fault.
+    WriteError(err, std::string("a MessagePack value has an unexpected type (") + e.what() + ")");
     return TH_INVALID_ARGUMENT;
   } catch (const std::bad_alloc&) {
     WriteError(err, "out of memory");
@@ -192,329 +250,303 @@ th_status Guard(th_error_t* err, F&& f) noexcept {
   }
 }
 
-inline msgpack::object_handle Unpack(th_bytes_t bytes) {
-  if (bytes.data == nullptr || bytes.size == 0) {
-    msgpack::sbuffer empty;
-    msgpack::packer<msgpack::sbuffer>(empty).pack_map(0);
-    return msgpack::unpack(empty.data(), empty.size());
-  }
-  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data), bytes.size);
-}
-
-inline th_status WriteState(const th_byte_writer_t* out, const std::string& state) {
+inline th_status WriteAll(const th_byte_writer_t* out, const std::string& bytes) {
   if (out == nullptr || out->write == nullptr) return TH_INVALID_ARGUMENT;
-  return out->write(out, reinterpret_cast<const uint8_t*>(state.data()), state.size());
+  return out->write(out, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
-struct TunerInstance {
+inline std::string_view View(th_bytes_t bytes) {
+  if (bytes.data == nullptr) return {};
+  return std::string_view(reinterpret_cast<const char*>(bytes.data), bytes.size);
+}
+
+// A tuner instance as the host sees it: the C vtable, then the object.
+struct TunerHandle {
   th_tuner_t vtable;
-  std::unique_ptr<Tuner> impl;
-};
+  std::unique_ptr<Tuner> tuner;
 
-struct AssessorInstance {
-  th_assessor_t vtable;
-  std::unique_ptr<Assessor> impl;
-};
+  static Tuner& Of(const th_tuner_t* self) {
+    return *static_cast<TunerHandle*>(self->tuner_data)->tuner;
+  }
 
-inline Tuner& TunerOf(const th_tuner_t* self) {
-  return *static_cast<TunerInstance*>(self->tuner_data)->impl;
-}
-inline Assessor& AssessorOf(const th_assessor_t* self) {
-  return *static_cast<AssessorInstance*>(self->assessor_data)->impl;
-}
-
-struct TunerTrampolines {
   static void Destroy(const th_tuner_t* self) noexcept {
+    // A throwing destructor cannot be reported here; the instance goes anyway.
     try {
-      delete static_cast<TunerInstance*>(self->tuner_data);
+      delete static_cast<TunerHandle*>(self->tuner_data);
     } catch (...) {
-      // A destructor that throws: nothing sensible to report, and nothing may cross the ABI.
     }
   }
+
   static th_status UpdateSearchSpace(const th_tuner_t* self, th_bytes_t space,
                                      th_error_t* err) noexcept {
     return Guard(err, [&] {
-      auto oh = Unpack(space);
-      TunerOf(self).UpdateSearchSpace(oh.get());
-      return TH_OK;
+      msgpack::object_handle h = Unpack(space, "search space");
+      Of(self).UpdateSearchSpace(h.get());
     });
   }
+
   static th_status Generate(const th_tuner_t* self, const int64_t* ids, uint32_t count,
                             const th_param_sink_t* out, th_error_t* err) noexcept {
+    bool all = true;
+    th_status st = Guard(err, [&] {
+      if (out == nullptr || out->emit == nullptr) throw Error(TH_INVALID_ARGUMENT, "no sink");
+      std::vector<int64_t> id_list(ids, ids + count);
+      auto emit = [out](int64_t id, const msgpack::sbuffer& params) {
+        th_status s = out->emit(out, id, reinterpret_cast<const uint8_t*>(params.data()),
+                                params.size());
+        if (s != TH_OK) {
+          throw Error(s, "host rejected the parameters for id " + std::to_string(id));
+        }
+      };
+      all = Of(self).GenerateMultiple(id_list, emit);
+    });
+    if (st != TH_OK) return st;
+    return all ? TH_OK : TH_NO_MORE_TRIALS;
+  }
+
+  static th_status ReceiveTrialResult(const th_tuner_t* self, int64_t parameter_id,
+                                      th_bytes_t parameters, th_bytes_t value, double scalar,
+                                      uint32_t flags, th_error_t* err) noexcept {
     return Guard(err, [&] {
-      std::vector<int64_t> list(ids, ids + count);
-      bool all = TunerOf(self).GenerateMultiple(
-          list, [&](int64_t id, const msgpack::sbuffer& params) {
-            th_status st = out->emit(out, id, reinterpret_cast<const uint8_t*>(params.data()),
-                                     params.size());
-            if (st != TH_OK) {
-              throw Error(st, "the host refused the parameters for id " + std::to_string(id));
-            }
-          });
-      return all ? TH_OK : TH_NO_MORE_TRIALS;
+      msgpack::object_handle p = Unpack(parameters, "parameters");
+      msgpack::object_handle v = Unpack(value, "metric value");
+      Of(self).ReceiveTrialResult(parameter_id, p.get(), v.get(), scalar,
+                                  (flags & TH_RESULT_CUSTOMIZED) != 0);
     });
   }
-  static th_status ReceiveTrialResult(const th_tuner_t* self, int64_t id, th_bytes_t parameters,
-                                      th_bytes_t value, double scalar, uint32_t flags,
-                                      th_error_t* err) noexcept {
-    return Guard(err, [&] {
-      auto params = Unpack(parameters);
-      auto metric = Unpack(value);
-      TunerOf(self).ReceiveTrialResult(id, params.get(), metric.get(), scalar,
-                                       (flags & TH_RESULT_CUSTOMIZED) != 0);
-      return TH_OK;
-    });
-  }
-  static th_status TrialEnd(const th_tuner_t* self, int64_t id, bool success,
+
+  static th_status TrialEnd(const th_tuner_t* self, int64_t parameter_id, bool success,
                             th_error_t* err) noexcept {
-    return Guard(err, [&] {
-      TunerOf(self).TrialEnd(id, success);
-      return TH_OK;
-    });
+    return Guard(err, [&] { Of(self).TrialEnd(parameter_id, success); });
   }
+
   static th_status ImportData(const th_tuner_t* self, th_bytes_t data, th_error_t* err) noexcept {
     return Guard(err, [&] {
-      auto oh = Unpack(data);
-      TunerOf(self).ImportData(oh.get());
-      return TH_OK;
+      msgpack::object_handle h = Unpack(data, "import data");
+      Of(self).ImportData(h.get());
     });
   }
+
   static th_status SaveState(const th_tuner_t* self, const th_byte_writer_t* out,
                              th_error_t* err) noexcept {
-    return Guard(err, [&] { return WriteState(out, TunerOf(self).SaveState()); });
+    th_status written = TH_OK;
+    th_status st = Guard(err, [&] { written = WriteAll(out, Of(self).SaveState()); });
+    return st != TH_OK ? st : written;
   }
+
   static th_status LoadState(const th_tuner_t* self, th_bytes_t state, th_error_t* err) noexcept {
-    return Guard(err, [&] {
-      TunerOf(self).LoadState(
-          std::string_view(reinterpret_cast<const char*>(state.data), state.size));
-      return TH_OK;
-    });
+    return Guard(err, [&] { Of(self).LoadState(View(state)); });
+  }
+
+  static const th_tuner_t* Create(std::unique_ptr<Tuner> tuner) {
+    auto handle = std::make_unique<TunerHandle>();
+    handle->tuner = std::move(tuner);
+    handle->vtable = th_tuner_t{sizeof(th_tuner_t), handle.get(), &Destroy, &UpdateSearchSpace,
+                                &Generate,          &ReceiveTrialResult, &TrialEnd, &ImportData,
+                                &SaveState,         &LoadState};
+    return &handle.release()->vtable;
   }
 };
 
-struct AssessorTrampolines {
+struct AssessorHandle {
+  th_assessor_t vtable;
+  std::unique_ptr<Assessor> assessor;
+
+  static Assessor& Of(const th_assessor_t* self) {
+    return *static_cast<AssessorHandle*>(self->assessor_data)->assessor;
+  }
+
   static void Destroy(const th_assessor_t* self) noexcept {
     try {
-      delete static_cast<AssessorInstance*>(self->assessor_data);
+      delete static_cast<AssessorHandle*>(self->assessor_data);
     } catch (...) {
-      // See TunerTrampolines::Destroy.
     }
   }
+
   static th_status AssessTrial(const th_assessor_t* self, const char* trial_id,
                                th_bytes_t history, th_assessment_t* result,
                                th_error_t* err) noexcept {
     return Guard(err, [&] {
-      auto oh = Unpack(history);
-      if (oh.get().type != msgpack::type::ARRAY) {
-        throw Error(TH_INVALID_ARGUMENT, "history is not an array");
-      }
-      bool good = AssessorOf(self).AssessTrial(trial_id == nullptr ? "" : trial_id, oh.get());
+      if (result == nullptr) throw Error(TH_INVALID_ARGUMENT, "no result pointer");
+      msgpack::object_handle h = Unpack(history, "history");
+      bool good = Of(self).AssessTrial(trial_id ? trial_id : "", h.get());
       *result = good ? TH_ASSESS_GOOD : TH_ASSESS_BAD;
-      return TH_OK;
     });
   }
+
   static th_status TrialEnd(const th_assessor_t* self, const char* trial_id, bool success,
                             th_error_t* err) noexcept {
-    return Guard(err, [&] {
-      AssessorOf(self).TrialEnd(trial_id == nullptr ? "" : trial_id, success);
-      return TH_OK;
-    });
+    return Guard(err, [&] { Of(self).TrialEnd(trial_id ? trial_id : "", success); });
   }
+
   static th_status SaveState(const th_assessor_t* self, const th_byte_writer_t* out,
                              th_error_t* err) noexcept {
-    return Guard(err, [&] { return WriteState(out, AssessorOf(self).SaveState()); });
+    th_status written = TH_OK;
+    th_status st = Guard(err, [&] { written = WriteAll(out, Of(self).SaveState()); });
+    return st != TH_OK ? st : written;
   }
+
   static th_status LoadState(const th_assessor_t* self, th_bytes_t state,
                              th_error_t* err) noexcept {
-    return Guard(err, [&] {
-      AssessorOf(self).LoadState(
-          std::string_view(reinterpret_cast<const char*>(state.data), state.size));
-      return TH_OK;
+    return Guard(err, [&] { Of(self).LoadState(View(state)); });
+  }
+
+  static const th_assessor_t* Create(std::unique_ptr<Assessor> assessor) {
+    auto handle = std::make_unique<AssessorHandle>();
+    handle->assessor = std::move(assessor);
+    handle->vtable = th_assessor_t{sizeof(th_assessor_t), handle.get(), &Destroy, &AssessTrial,
+                                   &TrialEnd, &SaveState, &LoadState};
+    return &handle.release()->vtable;
+  }
+};
+
+// class_args as an object: empty bytes mean an empty map.
+inline msgpack::object_handle UnpackClassArgs(th_bytes_t args) {
+  static const uint8_t kEmptyMap = 0x80;
+  if (args.size == 0) args = th_bytes_t{&kEmptyMap, 1};
+  msgpack::object_handle h = Unpack(args, "class_args");
+  if (h.get().type != msgpack::type::MAP) {
+    throw Error(TH_INVALID_ARGUMENT, "class_args: not a map");
+  }
+  return h;
+}
+
+// Everything TH_EXPORT_PLUGIN registers: classes, descriptors, factories.
+class Plugin {
+ public:
+  Plugin(std::initializer_list<ClassDef> classes) {
+    for (const ClassDef& c : classes) {
+      (c.kind == ClassDef::Kind::kTuner ? tuners_ : assessors_).push_back(c);
+    }
+    for (const ClassDef& c : tuners_) tuner_descriptors_.push_back(Describe(c, tuner_kinds_));
+    for (const ClassDef& c : assessors_) {
+      assessor_descriptors_.push_back(Describe(c, assessor_kinds_));
+    }
+  }
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  const void* GetFactory(const char* factory_id) const {
+    if (factory_id == nullptr) return nullptr;
+    if (!tuners_.empty() && std::strcmp(factory_id, TH_TUNER_FACTORY_ID) == 0) {
+      return &tuner_factory_.factory;
+    }
+    if (!assessors_.empty() && std::strcmp(factory_id, TH_ASSESSOR_FACTORY_ID) == 0) {
+      return &assessor_factory_.factory;
+    }
+    return nullptr;
+  }
+
+ private:
+  // The C factory structs carry no user pointer, so each sits first in a
+  // standard-layout wrapper that leads back to the plugin.
+  struct TunerFactory {
+    th_tuner_factory_t factory;
+    const Plugin* plugin;
+  };
+  struct AssessorFactory {
+    th_assessor_factory_t factory;
+    const Plugin* plugin;
+  };
+
+  static th_plugin_descriptor_t Describe(const ClassDef& c, const char* const* kinds) {
+    return th_plugin_descriptor_t{TH_VERSION_INIT, c.info.id,          c.info.name, c.info.vendor,
+                                  c.info.version,  c.info.description, kinds};
+  }
+
+  static const ClassDef& Find(const std::vector<ClassDef>& classes, const char* id) {
+    for (const ClassDef& c : classes) {
+      if (id != nullptr && c.info.id != nullptr && std::strcmp(c.info.id, id) == 0) return c;
+    }
+    throw Error(TH_INVALID_ARGUMENT, std::string("unknown plugin id '") + (id ? id : "") + "'");
+  }
+
+  static const Plugin& Self(const th_tuner_factory_t* f) {
+    return *reinterpret_cast<const TunerFactory*>(f)->plugin;
+  }
+  static const Plugin& Self(const th_assessor_factory_t* f) {
+    return *reinterpret_cast<const AssessorFactory*>(f)->plugin;
+  }
+
+  static uint32_t TunerCount(const th_tuner_factory_t* self) noexcept {
+    return static_cast<uint32_t>(Self(self).tuner_descriptors_.size());
+  }
+  static const th_plugin_descriptor_t* TunerDescriptor(const th_tuner_factory_t* self,
+                                                       uint32_t index) noexcept {
+    const auto& d = Self(self).tuner_descriptors_;
+    return index < d.size() ? &d[index] : nullptr;
+  }
+  static const th_tuner_t* CreateTuner(const th_tuner_factory_t* self, const th_host_t* host,
+                                       const char* tuner_id, th_bytes_t class_args,
+                                       th_error_t* err) noexcept {
+    const th_tuner_t* result = nullptr;
+    Guard(err, [&] {
+      const ClassDef& c = Find(Self(self).tuners_, tuner_id);
+      msgpack::object_handle args = UnpackClassArgs(class_args);
+      result = TunerHandle::Create(c.create_tuner(HostRef(host), args.get()));
     });
+    return result;
   }
+
+  static uint32_t AssessorCount(const th_assessor_factory_t* self) noexcept {
+    return static_cast<uint32_t>(Self(self).assessor_descriptors_.size());
+  }
+  static const th_plugin_descriptor_t* AssessorDescriptor(const th_assessor_factory_t* self,
+                                                          uint32_t index) noexcept {
+    const auto& d = Self(self).assessor_descriptors_;
+    return index < d.size() ? &d[index] : nullptr;
+  }
+  static const th_assessor_t* CreateAssessor(const th_assessor_factory_t* self,
+                                             const th_host_t* host, const char* assessor_id,
+                                             th_bytes_t class_args, th_error_t* err) noexcept {
+    const th_assessor_t* result = nullptr;
+    Guard(err, [&] {
+      const ClassDef& c = Find(Self(self).assessors_, assessor_id);
+      msgpack::object_handle args = UnpackClassArgs(class_args);
+      result = AssessorHandle::Create(c.create_assessor(HostRef(host), args.get()));
+    });
+    return result;
+  }
+
+  const char* const tuner_kinds_[2] = {TH_KIND_TUNER, nullptr};
+  const char* const assessor_kinds_[2] = {TH_KIND_ASSESSOR, nullptr};
+  std::vector<ClassDef> tuners_;
+  std::vector<ClassDef> assessors_;
+  std::vector<th_plugin_descriptor_t> tuner_descriptors_;
+  std::vector<th_plugin_descriptor_t> assessor_descriptors_;
+  const TunerFactory tuner_factory_{{&TunerCount, &TunerDescriptor, &CreateTuner}, this};
+  const AssessorFactory assessor_factory_{
+      {&AssessorCount, &AssessorDescriptor, &CreateAssessor}, this};
 };
-
-inline const char* const kTunerKinds[] = {TH_KIND_TUNER, nullptr};
-inline const char* const kAssessorKinds[] = {TH_KIND_ASSESSOR, nullptr};
-
-// One exported class: its descriptor and how to make an instance.
-template <class Vtable>
-struct ClassEntry {
-  th_plugin_descriptor_t descriptor;
-  std::function<const Vtable*(const th_host_t*, const msgpack::object&)> create;
-};
-
-// Everything TH_EXPORT_PLUGIN registered, and the factories that serve it.
-struct Registry {
-  std::vector<ClassEntry<th_tuner_t>> tuners;
-  std::vector<ClassEntry<th_assessor_t>> assessors;
-  th_tuner_factory_t tuner_factory{};
-  th_assessor_factory_t assessor_factory{};
-  bool registered = false;
-};
-
-inline Registry& GetRegistry() {
-  static Registry registry;
-  return registry;
-}
-
-inline th_plugin_descriptor_t Describe(const PluginInfo& info, const char* const* kinds) {
-  th_plugin_descriptor_t d{};
-  d.abi_version = TH_VERSION_INIT;
-  d.id = info.id;
-  d.name = info.name;
-  d.vendor = info.vendor;
-  d.version = info.version;
-  d.description = info.description;
-  d.kinds = kinds;
-  return d;
-}
-
-template <class T>
-void Add(Registry& r, const TunerClass<T>& c) {
-  r.tuners.push_back({Describe(c.info, kTunerKinds),
-                      [](const th_host_t* host, const msgpack::object& args) -> const th_tuner_t* {
-                        auto* inst = new TunerInstance{};
-                        try {
-                          inst->impl = std::make_unique<T>(HostRef(host), args);
-                        } catch (...) {
-                          delete inst;
-                          throw;
-                        }
-                        th_tuner_t& v = inst->vtable;
-                        v.struct_size = sizeof(th_tuner_t);
-                        v.tuner_data = inst;
-                        v.destroy = &TunerTrampolines::Destroy;
-                        v.update_search_space = &TunerTrampolines::UpdateSearchSpace;
-                        v.generate = &TunerTrampolines::Generate;
-                        v.receive_trial_result = &TunerTrampolines::ReceiveTrialResult;
-                        v.trial_end = &TunerTrampolines::TrialEnd;
-                        v.import_data = &TunerTrampolines::ImportData;
-                        v.save_state = &TunerTrampolines::SaveState;
-                        v.load_state = &TunerTrampolines::LoadState;
-                        return &inst->vtable;
-                      }});
-}
-
-template <class T>
-void Add(Registry& r, const AssessorClass<T>& c) {
-  r.assessors.push_back(
-      {Describe(c.info, kAssessorKinds),
-       [](const th_host_t* host, const msgpack::object& args) -> const th_assessor_t* {
-         auto* inst = new AssessorInstance{};
-         try {
-           inst->impl = std::make_unique<T>(HostRef(host), args);
-         } catch (...) {
-           delete inst;
-           throw;
-         }
-         th_assessor_t& v = inst->vtable;
-         v.struct_size = sizeof(th_assessor_t);
-         v.assessor_data = inst;
-         v.destroy = &AssessorTrampolines::Destroy;
-         v.assess_trial = &AssessorTrampolines::AssessTrial;
-         v.trial_end = &AssessorTrampolines::TrialEnd;
-         v.save_state = &AssessorTrampolines::SaveState;
-         v.load_state = &AssessorTrampolines::LoadState;
-         return &inst->vtable;
-       }});
-}
-
-template <class Vtable>
-const Vtable* Create(std::vector<ClassEntry<Vtable>>& classes, const th_host_t* host,
-                     const char* id, th_bytes_t class_args, th_error_t* err) noexcept {
-  const Vtable* out = nullptr;
-  th_status st = Guard(err, [&] {
-    for (auto& c : classes) {
-      if (id != nullptr && std::strcmp(c.descriptor.id, id) == 0) {
-        auto args = Unpack(class_args);
-        if (args.get().type != msgpack::type::MAP) {
-          throw Error(TH_INVALID_ARGUMENT, "class arguments must be a map");
-        }
-        out = c.create(host, args.get());
-        return TH_OK;
-      }
-    }
-    throw Error(TH_INVALID_ARGUMENT, std::string("no class with id ") + (id ? id : "(null)"));
-  });
-  return st == TH_OK ? out : nullptr;
-}
-
-// Defined by TH_EXPORT_PLUGIN in the plugin.
-void RegisterClasses(Registry& registry);
-
-template <class... Classes>
-void AddAll(Registry& registry, const Classes&... classes) {
-  (Add(registry, classes), ...);
-}
-
-inline void BuildFactories(Registry& r) {
-  r.tuner_factory.count = [](const th_tuner_factory_t*) -> uint32_t {
-    return static_cast<uint32_t>(GetRegistry().tuners.size());
-  };
-  r.tuner_factory.get_descriptor = [](const th_tuner_factory_t*,
-                                      uint32_t i) -> const th_plugin_descriptor_t* {
-    auto& t = GetRegistry().tuners;
-    return i < t.size() ? &t[i].descriptor : nullptr;
-  };
-  r.tuner_factory.create = [](const th_tuner_factory_t*, const th_host_t* host, const char* id,
-                              th_bytes_t args, th_error_t* err) -> const th_tuner_t* {
-    return Create(GetRegistry().tuners, host, id, args, err);
-  };
-  r.assessor_factory.count = [](const th_assessor_factory_t*) -> uint32_t {
-    return static_cast<uint32_t>(GetRegistry().assessors.size());
-  };
-  r.assessor_factory.get_descriptor = [](const th_assessor_factory_t*,
-                                         uint32_t i) -> const th_plugin_descriptor_t* {
-    auto& a = GetRegistry().assessors;
-    return i < a.size() ? &a[i].descriptor : nullptr;
-  };
-  r.assessor_factory.create = [](const th_assessor_factory_t*, const th_host_t* host,
-                                 const char* id, th_bytes_t args,
-                                 th_error_t* err) -> const th_assessor_t* {
-    return Create(GetRegistry().assessors, host, id, args, err);
-  };
-}
-
-inline bool EntryInit(const char* /*plugin_path*/) {
-  try {
-    Registry& r = GetRegistry();
-    if (!r.registered) {
-      RegisterClasses(r);
-      BuildFactories(r);
-      r.registered = true;
-    }
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-inline void EntryDeinit() {}
-
-inline const void* EntryGetFactory(const char* factory_id) {
-  if (factory_id == nullptr) return nullptr;
-  Registry& r = GetRegistry();
-  if (std::strcmp(factory_id, TH_TUNER_FACTORY_ID) == 0 && !r.tuners.empty()) {
-    return &r.tuner_factory;
-  }
-  if (std::strcmp(factory_id, TH_ASSESSOR_FACTORY_ID) == 0 && !r.assessors.empty()) {
-    return &r.assessor_factory;
-  }
-  return nullptr;
-}
 
 }  // namespace detail
 }  // namespace tunehost::sdk
 
-// Exports the plugin: pass any mix of TunerClass<T>(info) and
-// AssessorClass<T>(info). Use once per plugin.
-#define TH_EXPORT_PLUGIN(...)                                                           \
-  void tunehost::sdk::detail::RegisterClasses(tunehost::sdk::detail::Registry& r) {     \
-    tunehost::sdk::detail::AddAll(r, __VA_ARGS__);                                      \
-  }                                                                                     \
-  extern "C" TH_EXPORT const th_plugin_entry_t th_plugin_entry = {                      \
-      TH_VERSION_INIT, &tunehost::sdk::detail::EntryInit,                               \
-      &tunehost::sdk::detail::EntryDeinit, &tunehost::sdk::detail::EntryGetFactory};
-
-#endif  // TUNEHOST_SDK_CPP_HELPER_H
+// Defines the plugin's one exported symbol from a list of TunerClass<T>(...)
+// and AssessorClass<T>(...). Use once per plugin, at namespace scope (a
+// trailing semicolon is optional).
+#define TH_EXPORT_PLUGIN(...)                                                     \
+  namespace {                                                                     \
+  const ::tunehost::sdk::detail::Plugin& ThSdkPlugin() {                          \
+    static const ::tunehost::sdk::detail::Plugin plugin{__VA_ARGS__};             \
+    return plugin;                                                                \
+  }                                                                               \
+  bool ThSdkInit(const char* /*plugin_path*/) noexcept {                          \
+    try {                                                                         \
+      ThSdkPlugin();                                                              \
+      return true;                                                                \
+    } catch (...) {                                                               \
+      return false;                                                               \
+    }                                                                             \
+  }                                                                               \
+  void ThSdkDeinit() noexcept {}                                                  \
+  const void* ThSdkGetFactory(const char* factory_id) noexcept {                  \
+    try {                                                                         \
+      return ThSdkPlugin().GetFactory(factory_id);                                \
+    } catch (...) {                                                               \
+      return nullptr;                                                             \
+    }                                                                             \
+  }                                                                               \
+  }                                                                               \
+  extern "C" TH_EXPORT const th_plugin_entry_t th_plugin_entry = {                \
+      TH_VERSION_INIT, &ThSdkInit, &ThSdkDeinit, &ThSdkGetFactory};

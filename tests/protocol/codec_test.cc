@@ -1,0 +1,330 @@
+// The C++ codec on its own: round trips of every message type, every §3.1
+// error code (naming the field), defaults for missing optional keys, floats
+// staying float64, and robustness against truncated and corrupted input.
+#include <random>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+#include "tunehost/protocol/codec.h"
+#include "protocol_testing.h"
+
+namespace tunehost::protocol {
+namespace {
+
+using testing::DefaultBody;
+using testing::FromHex;
+using testing::LoadVectorFile;
+
+Packed Pack(std::string_view json_text) {
+  Packed p;
+  EXPECT_OK(JsonToPacked(json_text, &p));
+  return p;
+}
+
+// A body of every type with every field set away from its default.
+std::vector<Body> SampleBodies() {
+  ExperimentSpec spec;
+  spec.id = "exp-1";
+  spec.tuner = {"random", Pack(R"({"seed": 7})")};
+  spec.assessor = PluginSpec{"medianstop", EmptyMap()};
+  spec.concurrency = 3;
+  spec.max_trials = 10;
+  spec.max_duration_s = 90.5;
+  NewTrialJob job{"exp-1", "trial-1", 4, 2, ParameterId{int64_t{-5}},
+                  ParameterSource::kCustomized, 0, Pack(R"({"x": 1.0, "y": [1, "a"]})")};
+  Metric metric;
+  EXPECT_OK(ParseMetric(Pack(R"({"default": 0.5, "loss": 2})"), &metric));
+  Metric number;
+  EXPECT_OK(ParseMetric(PackDouble(-1.25), &number));
+  std::vector<RunningTrial> running = {{"a", 1, -1}, {"b", 0, 12}};
+  return {
+      Initialize{Pack(R"({"x": {"_type": "choice", "_value": [1, 2]}})"), spec},
+      RequestTrialJobs{9},
+      UpdateSearchSpace{Pack(R"({"y": {}})")},
+      ImportData{{{Pack(R"({"x": 1})"), number, std::nullopt},
+                  {Pack(R"({"x": 2})"), metric, std::string("t-9")}}},
+      AddCustomizedTrialJob{Pack(R"({"lr": 0.1})")},
+      Terminate{},
+      Ping{},
+      ReportMetricData{"trial-1", 2, ParameterId{std::string("hb-1")}, MetricType::kFinal, 5,
+                       metric, "w-1"},
+      TrialEnd{"trial-1", 2, TrialStatus::kEarlyStopped, "stopped", "w-1"},
+      WorkerHello{"w-1", 4, {2, Pack(R"({"host": "n1"})")}, "c++", "0.1.0", running},
+      Heartbeat{"w-1", 1, running},
+      TrialStarted{"w-1", "trial-1", 3},
+      TrialRejected{"w-1", "trial-1", 3, "busy"},
+      WorkerBye{"w-1"},
+      job,
+      SendTrialJobParameter{job},
+      KillTrialJob{"trial-1", 3, "assessor"},
+      MetricAck{"trial-1", 3, uint64_t{1} << 40},
+      HelloRequest{},
+      Initialized{"exp-1"},
+      NoMoreTrialJobs{5, 2},
+      ErrorEvent{"plugin_error", "boom", "tuner:random"},
+      OkReply{Pack(R"({"trials": [], "no_more": true})")},
+      ErrorReply{"bad_state", "not now"},
+  };
+}
+
+TEST(CodecTest, RoundTripsEveryMessageType) {
+  std::set<size_t> covered;
+  uint64_t id = 1;
+  for (const Body& body : SampleBodies()) {
+    SCOPED_TRACE(std::string(TypeCode(body)));
+    covered.insert(body.index());
+    const std::string bytes = Encode(id, body);
+    Message m;
+    ASSERT_OK(Decode(bytes, &m));
+    EXPECT_EQ(m.version, kProtocolVersion);
+    EXPECT_EQ(m.type, TypeCode(body));
+    EXPECT_EQ(m.id, id);
+    EXPECT_EQ(m.body.index(), body.index());
+    // Every field is written, so equal bytes mean equal field values.
+    EXPECT_EQ(Encode(m), bytes);
+    ++id;
+  }
+  EXPECT_EQ(covered.size(), std::variant_size_v<Body>);
+}
+
+TEST(CodecTest, RoundTripKeepsFieldValues) {
+  const std::vector<Body> bodies = SampleBodies();
+  Message m;
+  ASSERT_OK(Decode(Encode(1, bodies[0]), &m));
+  const auto& in = std::get<Initialize>(m.body);
+  ASSERT_TRUE(in.experiment.has_value());
+  EXPECT_EQ(in.experiment->tuner.name, "random");
+  EXPECT_EQ(PackedToJson(in.experiment->tuner.args), R"({"seed":7})");
+  ASSERT_TRUE(in.experiment->assessor.has_value());
+  EXPECT_EQ(in.experiment->concurrency, 3u);
+  EXPECT_EQ(in.experiment->max_duration_s, 90.5);
+
+  ASSERT_OK(Decode(Encode(2, bodies[7]), &m));
+  const auto& me = std::get<ReportMetricData>(m.body);
+  EXPECT_EQ(std::get<std::string>(me.parameter_id), "hb-1");
+  EXPECT_EQ(me.type, MetricType::kFinal);
+  EXPECT_EQ(me.value.scalar, 0.5);
+  EXPECT_EQ(PackedToJson(me.value.raw), R"({"default":0.5,"loss":2})");
+
+  ASSERT_OK(Decode(Encode(3, bodies[9]), &m));
+  const auto& wh = std::get<WorkerHello>(m.body);
+  ASSERT_EQ(wh.running.size(), 2u);
+  EXPECT_EQ(wh.running[0].last_sequence, -1);
+  EXPECT_EQ(wh.running[1].last_sequence, 12);
+  EXPECT_EQ(wh.resources.gpus, 2u);
+
+  ASSERT_OK(Decode(Encode(4, bodies[14]), &m));
+  const auto& tr = std::get<NewTrialJob>(m.body);
+  EXPECT_EQ(std::get<int64_t>(tr.parameter_id), -5);
+  EXPECT_EQ(tr.parameter_source, ParameterSource::kCustomized);
+  EXPECT_EQ(PackedToJson(tr.parameters), R"({"x":1.0,"y":[1,"a"]})");
+}
+
+TEST(CodecTest, DefaultBodiesEncodeAndDecode) {
+  for (size_t i = 0; i < std::variant_size_v<Body>; ++i) {
+    const Body body = DefaultBody(i);
+    SCOPED_TRACE(std::string(TypeCode(body)));
+    const std::string bytes = Encode(0, body);
+    Message m;
+    const Status st = Decode(bytes, &m);
+    // Default ExperimentSpec-free bodies are valid; empty Packed maps are written as {}.
+    ASSERT_OK(st);
+    EXPECT_EQ(Encode(m), bytes);
+  }
+}
+
+// Floats stay float64 on the wire, even with integral values (msgpack-c's
+// pack_double would write 3600.0 as the integer 3600).
+TEST(CodecTest, FloatsAreAlwaysFloat64) {
+  EXPECT_EQ(PackDouble(2.0), std::string("\xcb\x40\x00\x00\x00\x00\x00\x00\x00", 9));
+  Packed p;
+  ASSERT_OK(JsonToPacked("[1.0, -2.0, 1]", &p));
+  EXPECT_EQ(p, std::string("\x93\xcb\x3f\xf0\0\0\0\0\0\0\xcb\xc0\0\0\0\0\0\0\0\x01", 20));
+
+  ExperimentSpec spec;
+  spec.tuner.name = "random";
+  spec.max_duration_s = 3600.0;
+  const std::string bytes = Encode(1, Initialize{EmptyMap(), spec});
+  const std::string float_3600("\xcb\x40\xac\x20\0\0\0\0\0", 9);
+  EXPECT_NE(bytes.find(float_3600), std::string::npos);
+
+  // Decoding re-packs values; their integral floats must stay floats too.
+  Message m;
+  ASSERT_OK(Decode(Encode(1, AddCustomizedTrialJob{p}), &m));
+  EXPECT_EQ(std::get<AddCustomizedTrialJob>(m.body).parameters, p);
+}
+
+Status DecodeJson(std::string_view json_text, Message* m, size_t limit = kDefaultMaxMessageBytes) {
+  DecodeOptions options;
+  options.max_message_bytes = limit;
+  return Decode(Pack(json_text), m, options);
+}
+
+void ExpectError(std::string_view json_text, Status::Code code, const std::string& field,
+                 uint64_t id = 5) {
+  SCOPED_TRACE(std::string(json_text));
+  Message m;
+  const Status st = DecodeJson(json_text, &m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), code) << st.ToString();
+  EXPECT_NE(st.message().find(field), std::string::npos) << st.ToString();
+  EXPECT_EQ(m.id, id);
+}
+
+TEST(CodecTest, ReportsEveryErrorCodeNamingTheProblem) {
+  Message m;
+  m.id = 9;
+  Status st = Decode(std::string("\xc1", 1), &m);
+  EXPECT_EQ(st.code(), Status::Code::kBadFrame);
+  EXPECT_EQ(m.id, 0u);
+  st = Decode(Pack(R"([1, "PI", 5, {}])"), &m);
+  EXPECT_EQ(st.code(), Status::Code::kBadFrame);
+
+  ExpectError(R"({"v": 2, "type": "PI", "id": 5, "body": {}})",
+              Status::Code::kUnsupportedVersion, "v2");
+  ExpectError(R"({"v": 2, "type": "PI", "id": 5, "body": {}})",
+              Status::Code::kUnsupportedVersion, "v1");
+  ExpectError(R"({"type": "PI", "id": 5, "body": {}})", Status::Code::kUnsupportedVersion,
+              "\"v\"");
+  ExpectError(R"({"v": 1, "type": "QQ", "id": 5, "body": {}})", Status::Code::kUnknownType,
+              "QQ");
+  ExpectError(R"({"v": 1, "id": 5, "body": {}})", Status::Code::kMissingField, "envelope.type");
+  ExpectError(R"({"v": 1, "type": "GE", "id": 5, "body": {}})", Status::Code::kMissingField,
+              "body.count");
+  ExpectError(R"({"v": 1, "type": "GE", "id": 5, "body": {"count": 1.5}})",
+              Status::Code::kBadField, "body.count");
+  ExpectError(R"({"v": 1, "type": "PI", "id": 5, "body": 3})", Status::Code::kBadField,
+              "envelope.body");
+  ExpectError(R"({"v": 1, "type": "WH", "id": 5, "body": {"worker_id": "w", "slots": 1,
+                  "running": [{"trial_id": "t", "attempt": -1}]}})",
+              Status::Code::kBadField, "body.running[0].attempt");
+  ExpectError(R"({"v": 1, "type": "ME", "id": 5, "body": {"trial_id": "t", "type": "FINAL",
+                  "sequence": 0, "value": [0.5]}})",
+              Status::Code::kBadField, "body.value");
+  ExpectError(R"({"v": 1, "type": "IN", "id": 5, "body": {"search_space": {},
+                  "experiment": {"tuner": {"name": 3}}}})",
+              Status::Code::kBadField, "body.experiment.tuner.name");
+
+  const Packed ping = Encode(5, Ping{});
+  DecodeOptions options;
+  options.max_message_bytes = ping.size() - 1;
+  st = Decode(ping, &m, options);
+  EXPECT_EQ(st.code(), Status::Code::kTooLarge);
+  EXPECT_NE(st.message().find(std::to_string(ping.size())), std::string::npos);
+  EXPECT_NE(st.message().find(std::to_string(ping.size() - 1)), std::string::npos);
+  options.max_message_bytes = ping.size();
+  EXPECT_OK(Decode(ping, &m, options));
+}
+
+TEST(CodecTest, MissingOptionalKeysGetDefaultsAndUnknownKeysAreIgnored) {
+  Message m;
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "ME", "id": 3, "extra": 1, "body": {
+      "trial_id": "t", "type": "PERIODICAL", "sequence": 4, "value": 7, "new_key": [1]}})",
+                       &m));
+  const auto& me = std::get<ReportMetricData>(m.body);
+  EXPECT_EQ(me.attempt, 0u);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(me.parameter_id));
+  EXPECT_EQ(me.worker_id, "");
+  EXPECT_EQ(me.value.scalar, 7.0);
+
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "HB", "id": 3, "body": {"worker_id": "w",
+      "running": null}})", &m));
+  EXPECT_TRUE(std::get<Heartbeat>(m.body).running.empty());
+
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "ok", "id": 3})", &m));
+  EXPECT_EQ(std::get<OkReply>(m.body).data, EmptyMap());
+
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "IN", "id": 3, "body": {"search_space": {},
+      "experiment": {"tuner": {"name": "random"}}}})", &m));
+  const auto& in = std::get<Initialize>(m.body);
+  ASSERT_TRUE(in.experiment.has_value());
+  EXPECT_EQ(in.experiment->concurrency, 1u);
+  EXPECT_EQ(in.experiment->tuner.args, EmptyMap());
+  EXPECT_FALSE(in.experiment->assessor.has_value());
+}
+
+std::string Nested(int levels) {
+  std::string json = "1";
+  for (int i = 0; i < levels; ++i) json = R"({"a": )" + json + "}";
+  return R"({"v": 1, "type": "AD", "id": 5, "body": {"parameters": )" + json + "}}";
+}
+
+TEST(CodecTest, NestingIsLimitedTo64) {
+  Message m;
+  // Envelope and body are two levels; parameters adds the rest.
+  EXPECT_OK(DecodeJson(Nested(62), &m));
+  const Status st = DecodeJson(Nested(63), &m);
+  EXPECT_EQ(st.code(), Status::Code::kBadFrame) << st.ToString();
+}
+
+std::vector<std::string> AllVectorBytes() {
+  std::vector<std::string> out;
+  for (const char* file : {"vectors.json", "invalid.json"}) {
+    for (const auto& v : LoadVectorFile(file)) out.push_back(FromHex(v.at("hex")));
+  }
+  return out;
+}
+
+// Decoding anything never crashes; what decodes re-encodes to a stable form.
+void CheckRobust(const std::string& bytes) {
+  Message m;
+  const Status st = Decode(bytes, &m);
+  if (!st.ok()) return;
+  const std::string once = Encode(m);
+  Message again;
+  ASSERT_OK(Decode(once, &again));
+  EXPECT_EQ(Encode(again), once);
+}
+
+TEST(CodecTest, EveryTruncationOfEveryVectorFailsCleanly) {
+  const std::vector<std::string> all = AllVectorBytes();
+  ASSERT_GT(all.size(), 0u);
+  for (const std::string& bytes : all) {
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      Message m;
+      // A strict prefix of one MessagePack value is never a whole value.
+      const Status st = Decode(bytes.substr(0, n), &m);
+      ASSERT_EQ(st.code(), Status::Code::kBadFrame) << n << " of " << bytes.size();
+    }
+  }
+}
+
+TEST(CodecTest, RandomByteFlipsOfEveryVectorNeverCrash) {
+  std::mt19937 rng(20261123);
+  size_t decoded = 0;
+  size_t rejected = 0;
+  for (const std::string& original : AllVectorBytes()) {
+    if (original.empty()) continue;
+    for (int round = 0; round < 300; ++round) {
+      std::string bytes = original;
+      const int flips = 1 + static_cast<int>(rng() % 3);
+      for (int f = 0; f < flips; ++f) {
+        bytes[rng() % bytes.size()] = static_cast<char>(rng() & 0xff);
+      }
+      CheckRobust(bytes);
+      Message m;
+      (Decode(bytes, &m).ok() ? decoded : rejected) += 1;
+    }
+  }
+  // Both outcomes occur, so the mutations exercise decoding and rejection.
+  EXPECT_GT(decoded, 0u);
+  EXPECT_GT(rejected, 0u);
+}
+
+TEST(CodecTest, EchoesTheIdWhenReadable) {
+  Message m;
+  EXPECT_FALSE(DecodeJson(R"({"v": 1, "type": "GE", "id": 77, "body": {"count": "x"}})", &m)
+                   .ok());
+  EXPECT_EQ(m.id, 77u);
+  EXPECT_FALSE(DecodeJson(R"({"v": 3, "type": "GE", "id": 78})", &m).ok());
+  EXPECT_EQ(m.id, 78u);
+  EXPECT_FALSE(DecodeJson(R"({"v": 1, "type": "GE", "id": "79"})", &m).ok());
+  EXPECT_EQ(m.id, 0u);
+}
+
+}  // namespace
+}  // namespace tunehost::protocol
