@@ -57,7 +57,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions o;
     o.endpoints = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
                    "tcp://127.0.0.1:*"};
-    o.heartbeat_interval = milliseconds(100);
+    o.heartbeat_interval = heartbeat_interval_;
     o.ack_timeout = milliseconds(2000);
     o.exit_when_finished = true;
     server_ = std::make_unique<Server>(o, &registry_);
@@ -141,6 +141,7 @@ class ServerTest : public ::testing::Test {
 
   PluginRegistry registry_;
   std::unique_ptr<Server> server_;
+  milliseconds heartbeat_interval_{100};
   std::thread loop_;
   Status run_status_;
   fs::path dir_, log_;
@@ -190,6 +191,9 @@ TEST_F(ServerTest, TunerSeesEachFinalBeforeItsTrialEndExactlyOnce) {
 }
 
 TEST_F(ServerTest, SlowTunerNeverDelaysAssessment) {
+  // This test's worker sends no heartbeats while the tuner sleeps 3 s, so its
+  // liveness (3 intervals) must outlast the sleep.
+  heartbeat_interval_ = milliseconds(2000);
   StartServer(/*concurrency=*/2, /*max_trials=*/3, /*assessor=*/true,
               /*generate_sleep_ms=*/3000);
   Hello(2);

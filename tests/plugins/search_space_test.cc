@@ -22,7 +22,9 @@ using nlohmann::json;
 // Search spaces are written as JSON in the tests and handed over as
 // MessagePack, as the host does.
 msgpack::object_handle FromJson(const std::string& text) {
-  std::vector<uint8_t> bytes = json::to_msgpack(json::parse(text));
+  // ordered_json: the host keeps the user's key order, so the tests do too.
+  std::vector<uint8_t> bytes =
+      nlohmann::ordered_json::to_msgpack(nlohmann::ordered_json::parse(text));
   return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
@@ -131,7 +133,7 @@ TEST(SearchSpaceTest, QuniformEndpointsHaveHalfWeight) {
 TEST(SearchSpaceTest, QloguniformClipsToBounds) {
   // round(x/10)*10 for x in [1, 12): 0 (clipped to 1) or 10.
   EXPECT_EQ(DistinctValues(R"({"_type": "qloguniform", "_value": [1, 12, 10]})", 2000),
-            (std::set<double>{1, 10, 12}));
+            (std::set<double>{1, 10}));
 }
 
 TEST(SearchSpaceTest, RoundingIsHalfToEvenLikePython) {
@@ -283,7 +285,7 @@ TEST(SearchSpaceTest, FlattenedParametersDescribeTheSpace) {
   EXPECT_EQ(ps[5].parent_option, 1);
   EXPECT_EQ(ps[6].parent, -1);
   EXPECT_EQ(ps[6].size, 2);
-  // sgd: 1 lr value? no: uniform is infinite, so the space is infinite.
+  // A uniform parameter makes the space infinite.
   EXPECT_FALSE(space.CountConfigurations().has_value());
 
   SearchSpace q = ParseJson(R"({"x": {"_type": "qloguniform", "_value": [1, 100, 5]}})");

@@ -39,7 +39,7 @@ class CliTest(unittest.TestCase):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tunehost.worker", "--function", function_spec, "--id", "cli-worker",
              "--jobs", ep["jobs"], "--results", ep["results"], "--events", ep["events"],
-             "--slots", "1", "--heartbeat-interval", "0.2", "--ack-timeout", "0.5", "--log-level", "warning"],
+             "--slots", "1", "--heartbeat-ms", "200", "--ack-timeout-ms", "500", "--log-level", "warning"],
             cwd=cwd or self.tmp.name, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def run_one_trial(self):

@@ -251,6 +251,16 @@ def _extra(item):
     return key, value
 
 
+def _positive_ms(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"wants a positive number of milliseconds, got {text!r}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m tunehost.worker",
@@ -267,11 +277,12 @@ def main(argv=None):
     parser.add_argument("--gpus", type=int, default=0, help="GPUs announced in WH (default 0)")
     parser.add_argument("--extra", type=_extra, action="append", default=None, metavar="KEY=VALUE",
                         help="free-form resources announced in WH (repeatable; default host=<hostname>)")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="HB interval in seconds (default 1)")
-    parser.add_argument("--ack-timeout", type=float, default=1.0,
-                        help="resend interval of an unacknowledged ME in seconds (default 1)")
-    parser.add_argument("--stop-grace", type=float, default=5.0,
-                        help="seconds to wait on shutdown for stopped trials to end (default 5)")
+    # Flag names and units are the C++ tunehost-worker's, so the two workers are interchangeable.
+    parser.add_argument("--heartbeat-ms", type=_positive_ms, default=1000, help="HB interval (default 1000)")
+    parser.add_argument("--ack-timeout-ms", type=_positive_ms, default=1000,
+                        help="resend interval of an unacknowledged ME (default 1000)")
+    parser.add_argument("--stop-grace-ms", type=_positive_ms, default=5000,
+                        help="wait on shutdown for stopped trials to end (default 5000)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
 
@@ -289,9 +300,9 @@ def main(argv=None):
         events=args.events or f"tcp://{host}:5653",
         gpus=args.gpus,
         extra=dict(args.extra) if args.extra is not None else None,
-        heartbeat_interval=args.heartbeat_interval,
-        ack_timeout=args.ack_timeout,
-        stop_grace=args.stop_grace,
+        heartbeat_interval=args.heartbeat_ms / 1000.0,
+        ack_timeout=args.ack_timeout_ms / 1000.0,
+        stop_grace=args.stop_grace_ms / 1000.0,
     )
     try:
         run_worker(train, slots=args.slots, **options)
