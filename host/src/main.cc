@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <msgpack.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -261,72 +262,49 @@ std::vector<const TrialSummary*> BestTrials(const ExperimentSummary& s, bool max
   return ranked;
 }
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+// A JSON text held as a string (parameters, metric values) as a JSON value;
+// null when empty or unparsable.
+nlohmann::ordered_json JsonValue(const std::string& text) {
+  if (text.empty()) return nullptr;
+  nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
+  return v.is_discarded() ? nlohmann::ordered_json() : v;
 }
 
-std::string JsonNumber(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+nlohmann::ordered_json JsonNumber(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+}
 
 // Machine-readable run summary (--summary-json), for scripts and tests.
 bool WriteSummaryJson(const fs::path& file, const ExperimentSummary& s, const std::string& name,
                       const std::string& optimize_mode, bool maximize) {
-  std::string j = "{";
-  j += "\"experiment_id\":" + JsonString(s.experiment_id);
-  j += ",\"name\":" + JsonString(name);
-  j += ",\"status\":" + JsonString(ToString(s.status));
-  j += ",\"error\":" + JsonString(s.error);
-  j += ",\"optimize_mode\":" + JsonString(optimize_mode);
-  j +=
-      fmt::format(",\"offers\":{},\"rejects\":{},\"reoffers\":{}", s.offers, s.rejects, s.reoffers);
-  j += ",\"trials\":[";
-  for (size_t i = 0; i < s.trials.size(); ++i) {
-    const TrialSummary& t = s.trials[i];
-    if (i) j += ",";
-    j += "{\"sequence_id\":" + std::to_string(t.sequence_id);
-    j += ",\"trial_id\":" + JsonString(t.trial_id);
-    j += ",\"status\":" + JsonString(protocol::ToString(t.status));
-    j += ",\"final_metric\":" + (t.final_metric ? JsonNumber(*t.final_metric) : "null");
-    j += ",\"final_metric_json\":" + JsonString(t.final_metric_json);
-    j += ",\"parameters\":" + JsonString(t.parameters_json);
-    j += ",\"attempts\":" + std::to_string(t.attempts);
-    j += ",\"error\":" + JsonString(t.error);
-    j += ",\"duration_s\":" + JsonNumber(t.duration_s) + "}";
+  using Json = nlohmann::ordered_json;
+  Json trials = Json::array();
+  for (const TrialSummary& t : s.trials) {
+    trials.push_back({{"sequence_id", t.sequence_id},
+                      {"trial_id", t.trial_id},
+                      {"status", protocol::ToString(t.status)},
+                      {"final_metric", t.final_metric ? JsonNumber(*t.final_metric) : Json()},
+                      {"final_result", JsonValue(t.final_metric_json)},
+                      {"parameters", JsonValue(t.parameters_json)},
+                      {"attempts", t.attempts},
+                      {"error", t.error},
+                      {"duration_s", JsonNumber(t.duration_s)}});
   }
-  j += "],\"best\":[";
-  std::vector<const TrialSummary*> best = BestTrials(s, maximize, 5);
-  for (size_t i = 0; i < best.size(); ++i) {
-    if (i) j += ",";
-    j += JsonString(best[i]->trial_id);
-  }
-  j += "]}\n";
+  Json best = Json::array();
+  for (const TrialSummary* t : BestTrials(s, maximize, 5)) best.push_back(t->trial_id);
+  Json j = {{"experiment_id", s.experiment_id},
+            {"name", name},
+            {"status", ToString(s.status)},
+            {"error", s.error},
+            {"optimize_mode", optimize_mode},
+            {"offers", s.offers},
+            {"rejects", s.rejects},
+            {"reoffers", s.reoffers},
+            {"trials", std::move(trials)},
+            {"best", std::move(best)}};
   std::ofstream out(file, std::ios::trunc);
-  out << j;
+  // Replace invalid UTF-8 (trial error text is arbitrary bytes) instead of throwing.
+  out << j.dump(1, ' ', false, Json::error_handler_t::replace) << "\n";
   return static_cast<bool>(out);
 }
 

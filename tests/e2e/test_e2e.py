@@ -102,7 +102,7 @@ class RunCommandTest(unittest.TestCase):
             before = [f["final_metric"] for f in finished if f["sequence_id"] < t["sequence_id"]]
             self.assertTrue(before)
             before.sort()
-            self.assertLess(json.loads(t["parameters"])["x"], before[(len(before) - 1) // 2])
+            self.assertLess(t["parameters"]["x"], before[(len(before) - 1) // 2])
 
     def test_bad_config_names_the_key_and_exits_2(self):
         tmp = tempfile.mkdtemp(prefix="tunehost-bad-")
