@@ -167,10 +167,14 @@ class Server::Impl final : public EngineSink {
         {control_.handle(), 0, ZMQ_POLLIN, 0},
         {results_.handle(), 0, ZMQ_POLLIN, 0},
         {nullptr, wake_[0], ZMQ_POLLIN, 0},
+        {jobs_.handle(), 0, 0, 0},
     };
     while (!stop_requested_.load()) {
+      // A job the jobs socket refused (HWM 1) is retried as soon as it can
+      // take one, not at the next tick.
+      items[3].events = jobs_blocked_ ? ZMQ_POLLOUT : 0;
       try {
-        zmq::poll(items, 3, kPollInterval);
+        zmq::poll(items, 4, kPollInterval);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         return Status::Internal(std::string("poll failed: ") + e.what());
@@ -178,6 +182,7 @@ class Server::Impl final : public EngineSink {
       if (items[0].revents & ZMQ_POLLIN) DrainControl();
       if (items[1].revents & ZMQ_POLLIN) DrainResults();
       if (items[2].revents & ZMQ_POLLIN) DrainWake();
+      if (items[3].revents & ZMQ_POLLOUT) jobs_blocked_ = false;
       RunCompletions();
       engine_.Tick(Clock::now());
       if (options_.exit_when_finished && configured_ && engine_.finished()) break;
@@ -215,6 +220,7 @@ class Server::Impl final : public EngineSink {
   bool SendJob(const p::NewTrialJob& job) override {
     std::string bytes = p::Encode(++next_id_, job);
     auto sent = jobs_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    jobs_blocked_ = !sent.has_value();
     return sent.has_value();
   }
 
@@ -643,6 +649,7 @@ class Server::Impl final : public EngineSink {
   std::mutex completions_mu_;
   std::deque<std::function<void()>> completions_;
   uint64_t next_id_ = 0;
+  bool jobs_blocked_ = false;  // the last job send hit the HWM
 
   p::ExperimentSpec spec_;
   std::unique_ptr<Tuner> tuner_;
