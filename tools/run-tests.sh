@@ -4,8 +4,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/setup-debian.sh"
-bash "$root/tools/build.sh" "$root/build"
-bash "$root/tools/build.sh" "$root/build-asan" -DTH_SANITIZE=ON
+bash "$root/tools/build.sh" "$root/build" -DTH_BUILD_TESTS=ON
+bash "$root/tools/build.sh" "$root/build-asan" -DTH_BUILD_TESTS=ON -DTH_SANITIZE=ON
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0

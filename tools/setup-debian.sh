@@ -9,6 +9,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config \
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-dev libspdlog-dev \
-  libgtest-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
+  libgtest-dev libgmock-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
   python3 python3-zmq python3-msgpack >/dev/null
 echo "setup-debian: dependencies installed"
