@@ -67,8 +67,20 @@ void Engine::Start(Clock::time_point now) {
 void Engine::Stop(std::string_view reason) {
   if (finished()) return;
   status_ = ExperimentStatus::kStopped;
-  for (auto& [id, trial] : trials_) {
-    if (trial.state == TrialState::kRunning && !trial.worker_id.empty()) Kill(trial, reason);
+  // Every trial still open ends here, once, as USER_CANCELED (NNI's status for
+  // a stopped experiment's trials), so plugins and the summary see all of
+  // them. Running ones are killed first; an offer nobody answered yet has no
+  // known worker to tell.
+  std::vector<std::string> open;
+  for (const auto& [id, trial] : trials_) {
+    if (trial.state != TrialState::kEnded) open.push_back(id);
+  }
+  std::sort(open.begin(), open.end());
+  const Clock::time_point now = Clock::now();
+  for (const std::string& id : open) {
+    Trial& t = trials_.at(id);
+    if (t.state == TrialState::kRunning) Kill(t, reason);
+    EndTrial(t, p::TrialStatus::kUserCanceled, "experiment stopped", now);
   }
 }
 

@@ -35,11 +35,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // experiment ERROR or stopped, runtime failure
 constexpr int kExitUsage = 2;   // bad command line or experiment file
 
-#ifdef TH_HOST_VERSION
 constexpr char kVersion[] = TH_HOST_VERSION;
-#else
-constexpr char kVersion[] = "dev";
-#endif
 
 // --- signals: the handler only calls Server::Stop, which is signal-safe ---
 
@@ -117,8 +113,8 @@ void AddPluginDir(CLI::App* cmd, std::string* dir) {
                   "plugin directory (default: " + DefaultPluginDir().string() + ")");
 }
 
-// Loads every plugin of `dir`, logging each plugin and each refused file.
-// Returns the directory used.
+// Loads every plugin of `dir`, logging each plugin (the registry logs each
+// refused file itself). Returns the directory used.
 fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
   fs::path dir = dir_option.empty() ? DefaultPluginDir() : fs::path(dir_option);
   std::error_code ec;
@@ -130,7 +126,6 @@ fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
   for (const PluginInfo& p : registry->plugins()) {
     spdlog::info("plugin {} {} ({} {}) from {}", p.kind, p.name, p.id, p.version, p.file.string());
   }
-  for (const std::string& e : registry->errors()) spdlog::warn("plugin refused: {}", e);
   if (registry->plugins().empty()) spdlog::warn("no plugins loaded from {}", dir.string());
   return dir;
 }

@@ -175,7 +175,7 @@ struct HostContext {
     host.abi_version = th_version_t TH_VERSION_INIT;
     host.host_data = this;
     host.name = "tunehost";
-    host.version = "0.1.0";
+    host.version = TH_HOST_VERSION;
     host.log = &Log;
     host.send_trial = &SendTrial;
     host.get_extension = &GetExtension;

@@ -38,7 +38,7 @@ void PackStr(Packer& pk, std::string_view s) {
 p::Packed ToPacked(const msgpack::sbuffer& b) { return p::Packed(b.data(), b.size()); }
 
 // The body map of a message, encoded alone (for records inside reply data).
-void PackBody(Packer& pk, msgpack::sbuffer& buf, p::Body body) {
+void PackBody(Packer& pk, p::Body body) {
   std::string env = p::Encode(0, std::move(body));
   msgpack::object_handle oh = msgpack::unpack(env.data(), env.size());
   const msgpack::object& o = oh.get();
@@ -49,7 +49,6 @@ void PackBody(Packer& pk, msgpack::sbuffer& buf, p::Body body) {
       return;
     }
   }
-  (void)buf;
   pk.pack_map(0);
 }
 
@@ -123,11 +122,11 @@ class Server::Impl final : public EngineSink {
         spec.tuner.name, spec.tuner.args,
         [this](int64_t id, p::Packed params) { return SendTrial(id, std::move(params)); },
         &tuner);
-    if (!st.ok()) return st;
+    if (!st.ok()) return CreateFailed("tuner:" + spec.tuner.name, st);
     std::unique_ptr<Assessor> assessor;
     if (spec.assessor) {
       st = registry_->CreateAssessor(spec.assessor->name, spec.assessor->args, &assessor);
-      if (!st.ok()) return st;
+      if (!st.ok()) return CreateFailed("assessor:" + spec.assessor->name, st);
     }
     spec_ = spec;
     if (spec_.id.empty()) spec_.id = "exp";
@@ -146,6 +145,17 @@ class Server::Impl final : public EngineSink {
     eo.has_assessor = assessor_ != nullptr;
     engine_.SetOptions(std::move(eo));
     return Status::Ok();
+  }
+
+  // A plugin that refused to be created (bad class arguments, a throwing
+  // constructor) is an ER event as well as a failed reply; an unknown name is
+  // only the caller's error.
+  Status CreateFailed(const std::string& source, const Status& st) {
+    if (st.code() == Status::Code::kPluginError) {
+      spdlog::error("{} failed: {}", source, st.message());
+      Publish(p::ErrorEvent{std::string(st.CodeName()), st.message(), source});
+    }
+    return st;
   }
 
   Status Configure(const p::ExperimentSpec& spec, const p::Packed& search_space) {
@@ -594,7 +604,7 @@ class Server::Impl final : public EngineSink {
         pk.pack_map(2);
         PackStr(pk, "trials");
         pk.pack_array(static_cast<uint32_t>(jobs.size()));
-        for (auto& job : jobs) PackBody(pk, b, job);
+        for (auto& job : jobs) PackBody(pk, job);
         PackStr(pk, "no_more");
         pk.pack(no_more || jobs.size() < ids.size());
         if (jobs.size() < ids.size()) {

@@ -245,6 +245,18 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(body["code"], "plugin_error")
         self.assertIn("x", body["message"])
         self.assertEqual(self.host.status(), "INITIALIZED")
+        # Class arguments the plugin refuses: a failed reply and an ER event.
+        kind, body = self.host.initialize(SPACE, tuner_args={"bogus": 1})
+        self.assertEqual(kind, "error")
+        self.assertEqual(body["code"], "plugin_error")
+        self.assertIn("bogus", body["message"])
+        harness.wait_for(lambda: any(e["source"] == "tuner:random" and "bogus" in e["message"]
+                                     for e in self.host.events_of("ER")), 10, "ER event")
+        # This host has no experiment configured elsewhere: IN must carry one.
+        kind, body = self.host.request("IN", {"search_space": SPACE})
+        self.assertEqual(kind, "error")
+        self.assertEqual(body["code"], "bad_state")
+        self.assertEqual(self.host.status(), "INITIALIZED")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,52 @@ TEST_F(EngineTest, JobsThatCannotBeSentStayWaiting) {
   sink_.accept_jobs = true;
   Advance(milliseconds(10));
   EXPECT_EQ(sink_.jobs.size(), 1u);
+}
+
+TEST_F(EngineTest, StopEndsEveryOpenTrialOnceAsUserCanceled) {
+  Make([](EngineOptions& o) { o.concurrency = 3; });
+  Hello("w1", 3);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 3u);
+  const p::NewTrialJob running = sink_.jobs[0];
+  const p::NewTrialJob done = sink_.jobs[1];
+  const p::NewTrialJob offered = sink_.jobs[2];
+  Start("w1", running);
+  Start("w1", done);
+  End("w1", done, p::TrialStatus::kSucceeded);
+
+  engine_->Stop("user request");
+  engine_->Stop("again");  // no second end for anything
+
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kStopped);
+  EXPECT_TRUE(engine_->finished());
+  const auto kills = sink_.Sent<p::KillTrialJob>("w1");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].trial_id, running.trial_id);
+  EXPECT_EQ(kills[0].reason, "user request");
+  EXPECT_EQ(sink_.finished,
+            (std::vector<std::string>{done.trial_id, running.trial_id, offered.trial_id}));
+  for (const p::NewTrialJob* job : {&running, &offered}) {
+    const Trial* t = engine_->Find(job->trial_id);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->state, TrialState::kEnded);
+    EXPECT_EQ(*t->status, p::TrialStatus::kUserCanceled);
+    EXPECT_EQ(t->error, "experiment stopped");
+  }
+  // The tuner hears of each trial's end exactly once.
+  for (const p::NewTrialJob* job : {&running, &done, &offered}) {
+    const std::string end = "end:" + std::to_string(std::get<int64_t>(job->parameter_id));
+    EXPECT_EQ(std::count_if(sink_.plugin_calls.begin(), sink_.plugin_calls.end(),
+                            [&](const std::string& c) { return c.rfind(end + ":", 0) == 0; }),
+              1)
+        << end;
+  }
+  // Nothing new is asked of the tuner or offered after the stop.
+  const size_t requests = sink_.requests.size();
+  Advance(milliseconds(10));
+  Hello("w2", 4);
+  EXPECT_EQ(sink_.requests.size(), requests);
+  EXPECT_EQ(sink_.jobs.size(), 3u);
 }
 
 }  // namespace

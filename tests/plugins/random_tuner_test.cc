@@ -1,0 +1,452 @@
+// Tests of plugins/random/random_tuner.{h,cc}: NNI's Random tuner (seeded
+// reproducibility, ranges of every type, deduplication and exhaustion of
+// finite spaces, import, class_args and search space validation, state).
+#include "random/random_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tunehost/sdk/host.h"
+
+namespace tunehost::plugins {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A host that records what the plugin logs. Not movable: host_.host_data
+// points back to it.
+class RecordingHost {
+ public:
+  RecordingHost() {
+    host_.struct_size = sizeof(th_host_t);
+    host_.abi_version = th_version_t TH_VERSION_INIT;
+    host_.host_data = this;
+    host_.name = "tunehost";
+    host_.version = "test";
+    host_.log = &Log;
+    host_.send_trial = nullptr;
+    host_.get_extension = nullptr;
+  }
+  RecordingHost(const RecordingHost&) = delete;
+  RecordingHost& operator=(const RecordingHost&) = delete;
+
+  sdk::HostRef ref() const { return sdk::HostRef(&host_); }
+
+  bool Logged(th_log_level_t level, const std::string& part) const {
+    for (const auto& [l, m] : logs_) {
+      if (l == level && m.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+  const std::vector<std::pair<th_log_level_t, std::string>>& logs() const { return logs_; }
+
+ private:
+  static void Log(const th_host_t* self, th_log_level_t level, const char* message) {
+    static_cast<RecordingHost*>(self->host_data)->logs_.emplace_back(level, message);
+  }
+
+  th_host_t host_{};
+  std::vector<std::pair<th_log_level_t, std::string>> logs_;
+};
+
+// JSON in the tests, MessagePack to the plugin, as the host hands it over.
+msgpack::object_handle MsgpackOf(const Json& j) {
+  std::vector<uint8_t> bytes = Json::to_msgpack(j);
+  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
+
+std::unique_ptr<RandomTuner> Make(const RecordingHost& host, const std::string& class_args,
+                                  const std::string& space) {
+  msgpack::object_handle args = Msgpack(class_args);
+  auto tuner = std::make_unique<RandomTuner>(host.ref(), args.get());
+  msgpack::object_handle s = Msgpack(space);
+  tuner->UpdateSearchSpace(s.get());
+  return tuner;
+}
+
+// The packed parameters, or nullopt when the tuner has no more trials.
+std::optional<std::string> Generate(RandomTuner& tuner, int64_t id) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  if (!tuner.GenerateParameters(id, pk)) {
+    EXPECT_EQ(buffer.size(), 0u) << "nothing may be packed when no trial is generated";
+    return std::nullopt;
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+std::vector<std::string> GenerateN(RandomTuner& tuner, int n, int64_t first_id = 0) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::optional<std::string> p = Generate(tuner, first_id + i);
+    EXPECT_TRUE(p.has_value()) << "generate #" << i << " returned no trial";
+    if (!p) break;
+    out.push_back(*p);
+  }
+  return out;
+}
+
+Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
+
+// Runs `fn`, which must throw sdk::Error with `status` and a message holding
+// every string of `parts`.
+void ExpectError(const std::function<void()>& fn, th_status status,
+                 const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.status(), status) << e.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message \"" << e.what() << "\" lacks " << part;
+    }
+  }
+}
+
+const char* kInfiniteSpace = R"({
+  "c": {"_type": "choice", "_value": ["relu", 3, 0.5]},
+  "ri": {"_type": "randint", "_value": [-2, 3]},
+  "u": {"_type": "uniform", "_value": [-1.5, 2.5]},
+  "qu": {"_type": "quniform", "_value": [1, 9, 2]},
+  "lu": {"_type": "loguniform", "_value": [0.001, 10]},
+  "n": {"_type": "normal", "_value": [5, 2]},
+  "opt": {"_type": "choice", "_value": [
+    {"_name": "sgd", "lr": {"_type": "uniform", "_value": [0.01, 0.1]}},
+    {"_name": "adam", "beta": {"_type": "choice", "_value": [0.9, 0.99]}},
+    {"_name": "none"}
+  ]}
+})";
+
+// 3 * 2 = 6 configurations.
+const char* kSixConfigurations = R"({
+  "a": {"_type": "choice", "_value": [1, 2, 3]},
+  "b": {"_type": "randint", "_value": [0, 2]}
+})";
+
+TEST(RandomTunerTest, SameSeedGivesTheSameSequence) {
+  RecordingHost host;
+  auto a = Make(host, R"({"seed": 42})", kInfiniteSpace);
+  auto b = Make(host, R"({"seed": 42})", kInfiniteSpace);
+  EXPECT_EQ(a->seed(), 42u);
+  std::vector<std::string> seq_a = GenerateN(*a, 50);
+  std::vector<std::string> seq_b = GenerateN(*b, 50);
+  ASSERT_EQ(seq_a.size(), 50u);
+  EXPECT_EQ(seq_a, seq_b);
+}
+
+TEST(RandomTunerTest, DifferentSeedsGiveDifferentSequences) {
+  RecordingHost host;
+  auto a = Make(host, R"({"seed": 1})", kInfiniteSpace);
+  auto b = Make(host, R"({"seed": 2})", kInfiniteSpace);
+  std::vector<std::string> seq_a = GenerateN(*a, 20);
+  std::vector<std::string> seq_b = GenerateN(*b, 20);
+  ASSERT_EQ(seq_a.size(), 20u);
+  EXPECT_NE(seq_a, seq_b);
+  // Each draw differs too, not just one of them ("u" alone is continuous).
+  for (size_t i = 0; i < seq_a.size(); ++i) EXPECT_NE(seq_a[i], seq_b[i]) << "draw " << i;
+}
+
+TEST(RandomTunerTest, OmittedSeedIsLoggedAndReproducesTheSequence) {
+  RecordingHost host;
+  auto a = Make(host, "{}", kInfiniteSpace);
+  EXPECT_TRUE(host.Logged(TH_LOG_INFO, "random: seed " + std::to_string(a->seed())));
+  auto b = Make(host, R"({"seed": )" + std::to_string(a->seed()) + "}", kInfiniteSpace);
+  EXPECT_EQ(GenerateN(*a, 10), GenerateN(*b, 10));
+  // nil also means "pick one".
+  auto c = Make(host, R"({"seed": null, "optimize_mode": "minimize"})", kInfiniteSpace);
+  ASSERT_TRUE(Generate(*c, 0).has_value());
+}
+
+TEST(RandomTunerTest, EveryValueHasItsTypesTypeAndRange) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 7, "optimize_mode": "maximize"})", kInfiniteSpace);
+  std::set<Json> choices;
+  std::set<int64_t> randints;
+  std::set<std::string> options;
+  std::set<double> betas;
+  for (const std::string& bytes : GenerateN(*tuner, 600)) {
+    Json p = ToJson(bytes);
+    ASSERT_TRUE(p.is_object()) << p;
+    // Keys come in the search space's order.
+    std::vector<std::string> keys;
+    for (const auto& item : p.items()) keys.push_back(item.key());
+    ASSERT_EQ(keys, (std::vector<std::string>{"c", "ri", "u", "qu", "lu", "n", "opt"})) << p;
+
+    EXPECT_TRUE(p["c"] == "relu" || p["c"] == 3 || p["c"] == 0.5) << p["c"];
+    choices.insert(p["c"]);
+
+    ASSERT_TRUE(p["ri"].is_number_integer()) << p["ri"];
+    int64_t ri = p["ri"].get<int64_t>();
+    EXPECT_GE(ri, -2);
+    EXPECT_LT(ri, 3);  // upper bound exclusive, as in NNI
+    randints.insert(ri);
+
+    ASSERT_TRUE(p["u"].is_number_float()) << p["u"];
+    EXPECT_GE(p["u"].get<double>(), -1.5);
+    EXPECT_LE(p["u"].get<double>(), 2.5);
+
+    // clip(round(x / 2) * 2, 1, 9): 1, 2, 4, 6, 8 or 9.
+    ASSERT_TRUE(p["qu"].is_number_float()) << p["qu"];
+    double qu = p["qu"].get<double>();
+    EXPECT_TRUE(qu == 1 || qu == 2 || qu == 4 || qu == 6 || qu == 8 || qu == 9) << qu;
+
+    ASSERT_TRUE(p["lu"].is_number_float()) << p["lu"];
+    EXPECT_GE(p["lu"].get<double>(), 0.001);
+    EXPECT_LE(p["lu"].get<double>(), 10.0);
+
+    ASSERT_TRUE(p["n"].is_number_float()) << p["n"];
+    EXPECT_TRUE(std::isfinite(p["n"].get<double>()));
+
+    const Json& opt = p["opt"];
+    ASSERT_TRUE(opt.is_object()) << opt;
+    ASSERT_TRUE(opt.contains("_name")) << opt;
+    const std::string name = opt["_name"].get<std::string>();
+    options.insert(name);
+    if (name == "sgd") {
+      ASSERT_EQ(opt.size(), 2u) << opt;
+      ASSERT_TRUE(opt["lr"].is_number_float()) << opt;
+      EXPECT_GE(opt["lr"].get<double>(), 0.01);
+      EXPECT_LE(opt["lr"].get<double>(), 0.1);
+    } else if (name == "adam") {
+      ASSERT_EQ(opt.size(), 2u) << opt;
+      ASSERT_TRUE(opt["beta"] == 0.9 || opt["beta"] == 0.99) << opt;
+      betas.insert(opt["beta"].get<double>());
+    } else {
+      EXPECT_EQ(name, "none");
+      EXPECT_EQ(opt.size(), 1u) << opt;  // only the chosen option's sub-space
+    }
+  }
+  // 600 independent draws reach every discrete value.
+  EXPECT_EQ(choices.size(), 3u);
+  EXPECT_EQ(randints, (std::set<int64_t>{-2, -1, 0, 1, 2}));
+  EXPECT_EQ(options, (std::set<std::string>{"sgd", "adam", "none"}));
+  EXPECT_EQ(betas.size(), 2u);
+}
+
+TEST(RandomTunerTest, FiniteSpaceIsCoveredWithoutRepeatsThenNoMoreTrials) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 3})", kSixConfigurations);
+  std::set<Json> seen;
+  for (const std::string& bytes : GenerateN(*tuner, 6)) seen.insert(Json(ToJson(bytes)));
+  std::set<Json> all;
+  for (int a : {1, 2, 3}) {
+    for (int b : {0, 1}) all.insert(Json{{"a", a}, {"b", b}});
+  }
+  EXPECT_EQ(seen, all);
+  EXPECT_EQ(tuner->seen_count(), 6u);
+  EXPECT_FALSE(Generate(*tuner, 6).has_value());
+  EXPECT_TRUE(host.Logged(TH_LOG_INFO, "all 6 configurations"));
+  EXPECT_FALSE(Generate(*tuner, 7).has_value());  // stays exhausted
+}
+
+TEST(RandomTunerTest, FiniteQuantizedAndNestedSpacesAreEnumerated) {
+  RecordingHost host;
+  // NNI's example: quniform [0, 10, 2.5] takes 0, 2.5, 5, 7.5, 10.
+  auto q = Make(host, R"({"seed": 11})", R"({"q": {"_type": "quniform", "_value": [0, 10, 2.5]}})");
+  std::set<double> values;
+  for (const std::string& bytes : GenerateN(*q, 5)) {
+    Json p = ToJson(bytes);
+    // An integral value stays a float, as the space's type says.
+    ASSERT_TRUE(p["q"].is_number_float()) << p;
+    values.insert(p["q"].get<double>());
+  }
+  EXPECT_EQ(values, (std::set<double>{0, 2.5, 5, 7.5, 10}));
+  EXPECT_FALSE(Generate(*q, 5).has_value());
+
+  // Nested: option "a" has 2 sub-configurations, "b" one: 3 in all.
+  auto n = Make(host, R"({"seed": 11})", R"({"opt": {"_type": "choice", "_value": [
+      {"_name": "a", "x": {"_type": "choice", "_value": [1, 2]}}, {"_name": "b"}]}})");
+  std::set<Json> seen;
+  for (const std::string& bytes : GenerateN(*n, 3)) seen.insert(Json(ToJson(bytes)));
+  EXPECT_EQ(seen, (std::set<Json>{Json::parse(R"({"opt": {"_name": "a", "x": 1}})"),
+                                  Json::parse(R"({"opt": {"_name": "a", "x": 2}})"),
+                                  Json::parse(R"({"opt": {"_name": "b"}})")}));
+  EXPECT_FALSE(Generate(*n, 3).has_value());
+}
+
+TEST(RandomTunerTest, ExhaustionReachesTheHostAsNoMoreTrials) {
+  RecordingHost host;
+  msgpack::object_handle args = Msgpack(R"({"seed": 5})");
+  const th_tuner_t* t =
+      sdk::detail::TunerHandle::Create(std::make_unique<RandomTuner>(host.ref(), args.get()));
+  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kSixConfigurations));
+  char message[256] = {};
+  th_error_t err{message, sizeof(message)};
+  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
+      << message;
+
+  std::vector<int64_t> emitted;
+  th_param_sink_t sink{&emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*,
+                                    size_t) -> th_status {
+                         static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
+                         return TH_OK;
+                       }};
+  const int64_t ids[] = {10, 11, 12, 13, 14, 15, 16, 17};
+  EXPECT_EQ(t->generate(t, ids, 8, &sink, &err), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(emitted, (std::vector<int64_t>{10, 11, 12, 13, 14, 15}));
+  t->destroy(t);
+}
+
+TEST(RandomTunerTest, ImportedConfigurationsAreNotGeneratedAgain) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 9})", R"({"a": {"_type": "choice", "_value": ["x", "y", "z"]},
+                                               "b": {"_type": "choice", "_value": [1, 2]}})");
+  // tunehost's "parameters" and NNI's "parameter" both count; 1.0 equals 1;
+  // key order does not matter; a record without parameters is skipped.
+  msgpack::object_handle records = Msgpack(R"([
+    {"parameters": {"a": "x", "b": 1}, "value": 0.5},
+    {"parameter": {"b": 2, "a": "x"}, "value": 0.7},
+    {"parameters": {"a": "y", "b": 1.0}, "value": 0.1},
+    {"value": 3}
+  ])");
+  tuner->ImportData(records.get());
+  EXPECT_EQ(tuner->seen_count(), 3u);
+  EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "skipped 1"));
+
+  std::set<Json> rest;
+  for (const std::string& bytes : GenerateN(*tuner, 3)) rest.insert(Json(ToJson(bytes)));
+  EXPECT_EQ(rest, (std::set<Json>{Json::parse(R"({"a": "y", "b": 2})"),
+                                  Json::parse(R"({"a": "z", "b": 1})"),
+                                  Json::parse(R"({"a": "z", "b": 2})")}));
+  EXPECT_FALSE(Generate(*tuner, 3).has_value());
+
+  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
+  ExpectError([&] { tuner->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
+              {"import data must be an array"});
+}
+
+TEST(RandomTunerTest, NewSearchSpaceEndsExhaustion) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 4})",
+                    R"({"a": {"_type": "choice", "_value": [1, 2]}})");
+  ASSERT_EQ(GenerateN(*tuner, 2).size(), 2u);
+  ASSERT_FALSE(Generate(*tuner, 2).has_value());
+  msgpack::object_handle wider = Msgpack(R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
+  tuner->UpdateSearchSpace(wider.get());
+  std::optional<std::string> p = Generate(*tuner, 3);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(ToJson(*p), Json::parse(R"({"a": 3})"));  // 1 and 2 were already tried
+  EXPECT_FALSE(Generate(*tuner, 4).has_value());
+}
+
+TEST(RandomTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
+  RecordingHost host;
+  auto construct = [&](const std::string& args) {
+    return [&host, args] {
+      msgpack::object_handle h = Msgpack(args);
+      RandomTuner t(host.ref(), h.get());
+    };
+  };
+  ExpectError(construct(R"({"sed": 1})"), TH_INVALID_ARGUMENT, {"\"sed\""});
+  ExpectError(construct(R"({"seed": "42"})"), TH_INVALID_ARGUMENT, {"\"seed\""});
+  ExpectError(construct(R"({"seed": -1})"), TH_INVALID_ARGUMENT, {"\"seed\""});
+  ExpectError(construct(R"({"seed": 1.5})"), TH_INVALID_ARGUMENT, {"\"seed\""});
+  ExpectError(construct(R"({"optimize_mode": "sideways"})"), TH_INVALID_ARGUMENT,
+              {"\"optimize_mode\""});
+  ExpectError(construct(R"({"optimize_mode": 1})"), TH_INVALID_ARGUMENT, {"\"optimize_mode\""});
+  ExpectError(construct(R"([1])"), TH_INVALID_ARGUMENT, {"class_args must be a map"});
+  // The largest seed is accepted as is.
+  msgpack::object_handle big = Msgpack(R"({"seed": 18446744073709551615})");
+  EXPECT_EQ(RandomTuner(host.ref(), big.get()).seed(), UINT64_MAX);
+}
+
+TEST(RandomTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 1})", R"({"a": {"_type": "choice", "_value": [1]}})");
+  auto update = [&](const std::string& space) {
+    return [&tuner, space] {
+      msgpack::object_handle h = Msgpack(space);
+      tuner->UpdateSearchSpace(h.get());
+    };
+  };
+  ExpectError(update(R"({"lr": {"_type": "loguniform", "_value": [0, 1]}})"),
+              TH_INVALID_ARGUMENT, {"\"lr\""});
+  ExpectError(update(R"({"ok": {"_type": "uniform", "_value": [0, 1]},
+                         "depth": {"_type": "randint", "_value": [1.5, 4]}})"),
+              TH_INVALID_ARGUMENT, {"\"depth\""});
+  ExpectError(update(R"({"opt": {"_type": "choice", "_value": [
+                 {"_name": "adam", "lr": {"_type": "uniform", "_value": [1]}}]}})"),
+              TH_INVALID_ARGUMENT, {"\"opt/lr\"", "adam"});
+  ExpectError(update(R"({"x": {"_type": "gaussian", "_value": [0, 1]}})"), TH_INVALID_ARGUMENT,
+              {"\"x\"", "gaussian"});
+  // A refused update leaves the previous space in use.
+  std::optional<std::string> p = Generate(*tuner, 0);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(ToJson(*p), Json::parse(R"({"a": 1})"));
+}
+
+TEST(RandomTunerTest, GenerateBeforeASearchSpaceIsABadState) {
+  RecordingHost host;
+  msgpack::object_handle args = Msgpack("{}");
+  RandomTuner tuner(host.ref(), args.get());
+  ExpectError([&] { Generate(tuner, 0); }, TH_BAD_STATE, {"no search space"});
+}
+
+TEST(RandomTunerTest, SavedStateContinuesTheSameSequence) {
+  RecordingHost host;
+  auto a = Make(host, R"({"seed": 21})", kInfiniteSpace);
+  GenerateN(*a, 5);
+  const std::string state = a->SaveState();
+  std::vector<std::string> next = GenerateN(*a, 10, 5);
+
+  auto b = Make(host, R"({"seed": 99})", kInfiniteSpace);
+  b->LoadState(state);
+  EXPECT_EQ(b->seed(), 21u);
+  EXPECT_EQ(GenerateN(*b, 10, 5), next);
+}
+
+TEST(RandomTunerTest, SavedStateKeepsTheTriedConfigurations) {
+  RecordingHost host;
+  auto a = Make(host, R"({"seed": 8})", kSixConfigurations);
+  std::vector<std::string> first = GenerateN(*a, 3);
+  const std::string state = a->SaveState();
+
+  auto b = Make(host, R"({"seed": 1})", kSixConfigurations);
+  b->LoadState(state);
+  EXPECT_EQ(b->seen_count(), 3u);
+  std::set<Json> all;
+  for (const std::string& bytes : first) all.insert(Json(ToJson(bytes)));
+  for (const std::string& bytes : GenerateN(*b, 3)) {
+    EXPECT_TRUE(all.insert(Json(ToJson(bytes))).second) << "repeated " << ToJson(bytes);
+  }
+  EXPECT_EQ(all.size(), 6u);
+  EXPECT_FALSE(Generate(*b, 6).has_value());
+}
+
+TEST(RandomTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
+  RecordingHost host;
+  auto tuner = Make(host, R"({"seed": 13})", kInfiniteSpace);
+  auto reference = Make(host, R"({"seed": 13})", kInfiniteSpace);
+  ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
+  std::vector<uint8_t> other =
+      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.medianstop", "version": 1})"));
+  ExpectError([&] { tuner->LoadState(std::string(other.begin(), other.end())); },
+              TH_INVALID_ARGUMENT, {"saved state", "not a random tuner state"});
+  std::vector<uint8_t> no_rng = Json::to_msgpack(Json::parse(
+      R"({"format": "org.tunehost.random", "version": 1, "seed": 1, "rng": "x", "seen": []})"));
+  ExpectError([&] { tuner->LoadState(std::string(no_rng.begin(), no_rng.end())); },
+              TH_INVALID_ARGUMENT, {"saved state", "rng"});
+  std::vector<uint8_t> future = Json::to_msgpack(
+      Json::parse(R"({"format": "org.tunehost.random", "version": 2})"));
+  ExpectError([&] { tuner->LoadState(std::string(future.begin(), future.end())); },
+              TH_INVALID_ARGUMENT, {"saved state", "version"});
+  EXPECT_EQ(tuner->seed(), 13u);
+  EXPECT_EQ(GenerateN(*tuner, 5), GenerateN(*reference, 5));
+}
+
+}  // namespace
+}  // namespace tunehost::plugins
