@@ -144,11 +144,7 @@ void MedianstopAssessor::TrialEnd(const std::string& trial_id, bool success) {
 std::string MedianstopAssessor::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_map(4);
-  pk.pack(std::string("format"));
-  pk.pack(std::string(kStateFormat));
-  pk.pack(std::string("version"));
-  pk.pack(kStateVersion);
+  sdk::PackStateHeader(pk, 4, kStateFormat, kStateVersion);
   pk.pack(std::string("running"));
   PackHistories(pk, running_);
   pk.pack(std::string("completed"));
@@ -157,22 +153,8 @@ std::string MedianstopAssessor::SaveState() {
 }
 
 void MedianstopAssessor::LoadState(std::string_view state) {
-  msgpack::object_handle h;
-  try {
-    h = msgpack::unpack(state.data(), state.size());
-  } catch (const std::exception& e) {
-    BadState(std::string("not MessagePack: ") + e.what());
-  }
+  msgpack::object_handle h = sdk::OpenState(state, "medianstop", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* format = sdk::FindKey(o, "format");
-  if (format == nullptr || !sdk::IsString(*format) || sdk::StringView(*format) != kStateFormat) {
-    BadState("not a medianstop state");
-  }
-  const msgpack::object* version = sdk::FindKey(o, "version");
-  if (version == nullptr || !sdk::IsInteger(*version) ||
-      sdk::AsInt64(*version, "version") != kStateVersion) {
-    BadState("unsupported version");
-  }
   auto running = UnpackHistories(sdk::FindKey(o, "running"), "running");
   auto completed = UnpackHistories(sdk::FindKey(o, "completed"), "completed");
   running_ = std::move(running);

@@ -139,11 +139,7 @@ std::string RandomTuner::SaveState() {
 
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_map(5);
-  pk.pack(std::string("format"));
-  pk.pack(std::string(kStateFormat));
-  pk.pack(std::string("version"));
-  pk.pack(kStateVersion);
+  sdk::PackStateHeader(pk, 5, kStateFormat, kStateVersion);
   pk.pack(std::string("seed"));
   pk.pack(seed_);
   pk.pack(std::string("rng"));
@@ -158,22 +154,8 @@ std::string RandomTuner::SaveState() {
 }
 
 void RandomTuner::LoadState(std::string_view state) {
-  msgpack::object_handle h;
-  try {
-    h = msgpack::unpack(state.data(), state.size());
-  } catch (const std::exception& e) {
-    BadState(std::string("not MessagePack: ") + e.what());
-  }
+  msgpack::object_handle h = sdk::OpenState(state, "random", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* format = sdk::FindKey(o, "format");
-  if (format == nullptr || !sdk::IsString(*format) || sdk::StringView(*format) != kStateFormat) {
-    BadState("not a random tuner state");
-  }
-  const msgpack::object* version = sdk::FindKey(o, "version");
-  if (version == nullptr || !sdk::IsInteger(*version) ||
-      sdk::AsInt64(*version, "version") != kStateVersion) {
-    BadState("unsupported version");
-  }
   const msgpack::object* seed = sdk::FindKey(o, "seed");
   const msgpack::object* rng_text = sdk::FindKey(o, "rng");
   const msgpack::object* seen = sdk::FindKey(o, "seen");

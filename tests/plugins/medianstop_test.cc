@@ -16,52 +16,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plugin_testing.h"
 #include "tunehost/sdk/host.h"
 
 namespace tunehost::plugins {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-// A host that records what the plugin logs. Not movable: host_.host_data
-// points back to it.
-class RecordingHost {
- public:
-  RecordingHost() {
-    host_.struct_size = sizeof(th_host_t);
-    host_.abi_version = th_version_t TH_VERSION_INIT;
-    host_.host_data = this;
-    host_.name = "tunehost";
-    host_.version = "test";
-    host_.log = &Log;
-    host_.send_trial = nullptr;
-    host_.get_extension = nullptr;
-  }
-  RecordingHost(const RecordingHost&) = delete;
-  RecordingHost& operator=(const RecordingHost&) = delete;
-
-  sdk::HostRef ref() const { return sdk::HostRef(&host_); }
-
-  bool Logged(th_log_level_t level, const std::string& part) const {
-    for (const auto& [l, m] : logs_) {
-      if (l == level && m.find(part) != std::string::npos) return true;
-    }
-    return false;
-  }
-
- private:
-  static void Log(const th_host_t* self, th_log_level_t level, const char* message) {
-    static_cast<RecordingHost*>(self->host_data)->logs_.emplace_back(level, message);
-  }
-
-  th_host_t host_{};
-  std::vector<std::pair<th_log_level_t, std::string>> logs_;
-};
-
-msgpack::object_handle MsgpackOf(const Json& j) {
-  std::vector<uint8_t> bytes = Json::to_msgpack(j);
-  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+using testing::Json;
+using testing::MsgpackOf;
+using testing::RecordingHost;
 
 std::unique_ptr<MedianstopAssessor> Make(const RecordingHost& host, const std::string& class_args) {
   msgpack::object_handle args = MsgpackOf(Json::parse(class_args));
@@ -317,7 +280,7 @@ TEST(MedianstopTest, BadSavedStateIsRefusedAndChangesNothing) {
   std::vector<uint8_t> other =
       Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.random", "version": 1})"));
   ExpectError([&] { a->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "not a medianstop state"});
+              TH_INVALID_ARGUMENT, {"saved state", "not a state of format org.tunehost.medianstop"});
   std::vector<uint8_t> bad_value = Json::to_msgpack(Json::parse(
       R"({"format": "org.tunehost.medianstop", "version": 1, "running": {},
           "completed": {"A": [1, "x"]}})"));

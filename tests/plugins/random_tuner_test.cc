@@ -17,54 +17,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plugin_testing.h"
 #include "tunehost/sdk/host.h"
 
 namespace tunehost::plugins {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-// A host that records what the plugin logs. Not movable: host_.host_data
-// points back to it.
-class RecordingHost {
- public:
-  RecordingHost() {
-    host_.struct_size = sizeof(th_host_t);
-    host_.abi_version = th_version_t TH_VERSION_INIT;
-    host_.host_data = this;
-    host_.name = "tunehost";
-    host_.version = "test";
-    host_.log = &Log;
-    host_.send_trial = nullptr;
-    host_.get_extension = nullptr;
-  }
-  RecordingHost(const RecordingHost&) = delete;
-  RecordingHost& operator=(const RecordingHost&) = delete;
-
-  sdk::HostRef ref() const { return sdk::HostRef(&host_); }
-
-  bool Logged(th_log_level_t level, const std::string& part) const {
-    for (const auto& [l, m] : logs_) {
-      if (l == level && m.find(part) != std::string::npos) return true;
-    }
-    return false;
-  }
-  const std::vector<std::pair<th_log_level_t, std::string>>& logs() const { return logs_; }
-
- private:
-  static void Log(const th_host_t* self, th_log_level_t level, const char* message) {
-    static_cast<RecordingHost*>(self->host_data)->logs_.emplace_back(level, message);
-  }
-
-  th_host_t host_{};
-  std::vector<std::pair<th_log_level_t, std::string>> logs_;
-};
-
-// JSON in the tests, MessagePack to the plugin, as the host hands it over.
-msgpack::object_handle MsgpackOf(const Json& j) {
-  std::vector<uint8_t> bytes = Json::to_msgpack(j);
-  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+using testing::Json;
+using testing::MsgpackOf;
+using testing::RecordingHost;
 
 msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
 
@@ -435,7 +396,7 @@ TEST(RandomTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   std::vector<uint8_t> other =
       Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.medianstop", "version": 1})"));
   ExpectError([&] { tuner->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "not a random tuner state"});
+              TH_INVALID_ARGUMENT, {"saved state", "not a state of format org.tunehost.random"});
   std::vector<uint8_t> no_rng = Json::to_msgpack(Json::parse(
       R"({"format": "org.tunehost.random", "version": 1, "seed": 1, "rng": "x", "seen": []})"));
   ExpectError([&] { tuner->LoadState(std::string(no_rng.begin(), no_rng.end())); },

@@ -244,4 +244,42 @@ inline std::string CanonicalKey(const msgpack::object& o) {
   return std::string(buffer.data(), buffer.size());
 }
 
+// Saved plugin state, by the convention of the built-in plugins: a MessagePack
+// map whose first keys are "format" (a string naming the plugin's state) and
+// "version" (an integer). PackStateHeader starts such a map of `entries` keys
+// in all and packs those two; the caller packs the rest.
+template <class Stream>
+void PackStateHeader(msgpack::packer<Stream>& pk, uint32_t entries, std::string_view format,
+                     int64_t version) {
+  pk.pack_map(entries);
+  pk.pack(std::string("format"));
+  pk.pack(std::string(format));
+  pk.pack(std::string("version"));
+  pk.pack(version);
+}
+
+// Unpacks a state written after PackStateHeader and checks its format and
+// version. Throws Error(TH_INVALID_ARGUMENT, "<plugin>: saved state: ...").
+inline msgpack::object_handle OpenState(std::string_view state, std::string_view plugin,
+                                        std::string_view format, int64_t version) {
+  auto bad = [&](const std::string& what) {
+    return Error(TH_INVALID_ARGUMENT, std::string(plugin) + ": saved state: " + what);
+  };
+  msgpack::object_handle h;
+  try {
+    h = msgpack::unpack(state.data(), state.size());
+  } catch (const std::exception& e) {
+    throw bad(std::string("not MessagePack: ") + e.what());
+  }
+  const msgpack::object* f = FindKey(h.get(), "format");
+  if (f == nullptr || !IsString(*f) || StringView(*f) != format) {
+    throw bad("not a state of format " + std::string(format));
+  }
+  const msgpack::object* v = FindKey(h.get(), "version");
+  if (v == nullptr || !IsInteger(*v) || AsInt64(*v, "version") != version) {
+    throw bad("unsupported version");
+  }
+  return h;
+}
+
 }  // namespace tunehost::sdk
