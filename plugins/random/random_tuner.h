@@ -9,12 +9,12 @@
 #include <random>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 
 #include <msgpack.hpp>
 
 #include "tunehost/sdk/cpp/helper.h"
 #include "tunehost/sdk/cpp/search_space.h"
+#include "tunehost/sdk/cpp/seen.h"
 
 namespace tunehost::plugins {
 
@@ -23,9 +23,6 @@ class RandomTuner : public sdk::Tuner {
   // Draws of a duplicate before the tuner looks for an unseen configuration
   // by enumeration (finite spaces) or gives up for this request.
   static constexpr int kMaxRedraws = 100;
-  // Largest finite space that is enumerated to find the last unseen
-  // configurations; larger ones give up after kMaxRedraws duplicates.
-  static constexpr uint64_t kMaxEnumeration = uint64_t{1} << 20;
 
   // class_args: `seed` (non-negative integer; random when omitted or nil),
   // `optimize_mode` ("maximize" or "minimize", ignored). Anything else is
@@ -48,8 +45,8 @@ class RandomTuner : public sdk::Tuner {
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::optional<sdk::SearchSpace> space_;
-  // Canonical keys (sdk::CanonicalKey) of every configuration generated or imported.
-  std::unordered_set<std::string> seen_;
+  // Every configuration generated or imported.
+  sdk::SeenConfigurations seen_;
   // Set when enumeration found nothing unseen; cleared by a new space or state.
   bool exhausted_ = false;
 };

@@ -28,7 +28,7 @@ class RecordingHost {
     host_.name = "tunehost";
     host_.version = "test";
     host_.log = &Log;
-    host_.send_trial = nullptr;
+    host_.send_trial = &SendTrial;
     host_.get_extension = nullptr;
   }
   RecordingHost(const RecordingHost&) = delete;
@@ -44,12 +44,29 @@ class RecordingHost {
   }
   const std::vector<std::pair<th_log_level_t, std::string>>& logs() const { return logs_; }
 
+  // Parameters a tuner sent later through host->send_trial (the credit
+  // pattern), in order: (id, MessagePack map bytes). send_trial answers
+  // send_trial_status (TH_OK unless a test sets another).
+  const std::vector<std::pair<int64_t, std::string>>& sent() const { return sent_; }
+  void clear_sent() { sent_.clear(); }
+  th_status send_trial_status = TH_OK;
+
  private:
   static void Log(const th_host_t* self, th_log_level_t level, const char* message) {
     static_cast<RecordingHost*>(self->host_data)->logs_.emplace_back(level, message);
   }
 
+  static th_status SendTrial(const th_host_t* self, int64_t id, const uint8_t* params,
+                             size_t size) {
+    auto* me = static_cast<RecordingHost*>(self->host_data);
+    if (me->send_trial_status == TH_OK) {
+      me->sent_.emplace_back(id, std::string(reinterpret_cast<const char*>(params), size));
+    }
+    return me->send_trial_status;
+  }
+
   th_host_t host_{};
+  std::vector<std::pair<int64_t, std::string>> sent_;
   std::vector<std::pair<th_log_level_t, std::string>> logs_;
 };
 
