@@ -48,6 +48,11 @@ class ClassArgs {
     return (v == nullptr || v->type == msgpack::type::NIL) ? nullptr : v;
   }
   bool Has(std::string_view key) const { return Find(key) != nullptr; }
+  // Whether `key` is given with a nil value (NNI uses None to switch things off).
+  bool IsNull(std::string_view key) const {
+    const msgpack::object* v = FindKey(*args_, key);
+    return v != nullptr && v->type == msgpack::type::NIL;
+  }
 
   // An Error naming this argument: `<plugin>: class_args "<key>" <what>`.
   Error Bad(std::string_view key, const std::string& what) const {

@@ -1,0 +1,66 @@
+// The TPE model (Bergstra et al. 2011, NNI's TpeTuner): observations of one
+// search space and suggestions from them. Used by the `tpe` tuner and by
+// BOHB inside `hyperband`.
+//
+// Univariate (NNI): every parameter is modelled on its own from the trials in
+// which it was active. Multivariate (Optuna's multivariate TPE): the
+// parameters that are always active are modelled jointly, so interactions
+// are learned; parameters under nested choices stay univariate.
+//
+// Incremental: Add() inserts an observation into per-parameter structures
+// kept sorted by loss and by value; Suggest() reads them without sorting.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "tunehost/sdk/cpp/search_space.h"
+
+namespace tunehost::plugins::tpe {
+
+// NNI's TpeArguments (defaults as NNI) plus `multivariate`.
+struct Options {
+  double gamma = 0.25;
+  int64_t n_startup_jobs = 20;
+  int64_t n_ei_candidates = 24;
+  int64_t linear_forgetting = 25;
+  double prior_weight = 1.0;
+  bool multivariate = false;
+};
+
+class Model {
+ public:
+  // `space` is borrowed and must outlive the model (and not change).
+  Model(const sdk::SearchSpace* space, Options options);
+  ~Model();
+  Model(const Model& other);
+  Model& operator=(const Model& other);
+
+  // A finished trial: its configuration (internal format) and loss (lower is
+  // better; negate a metric to maximize). Non-finite losses are ignored.
+  void Add(const sdk::Assignment& x, double loss);
+  // Observations added so far.
+  size_t size() const;
+  const Options& options() const;
+
+  // One configuration. `pending` are configurations in flight, counted as
+  // observations with loss `lie` (NNI's constant liar); empty for none.
+  sdk::Assignment Suggest(std::mt19937_64& rng, const std::vector<sdk::Assignment>& pending,
+                          double lie) const;
+
+  // State: the observations in order (the structures are rebuilt on load).
+  void Pack(msgpack::packer<msgpack::sbuffer>& pk) const;
+  // Throws sdk::Error(TH_INVALID_ARGUMENT) on a malformed state.
+  void Unpack(const msgpack::object& o);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tunehost::plugins::tpe
