@@ -557,8 +557,15 @@ class SearchSpace {
       } else {
         double x = AsDouble(*v, where);
         if (p.log) {
-          if (!(x > 0)) Fail(p.path, "", "value must be > 0 for a log type");
-          x = std::log(x);
+          if (x == 0 && p.q > 0 && !p.clip) {
+            // qlognormal rounds draws below q/2 to 0; log(q/2) is a draw
+            // that rounds (half to even) to exactly 0.
+            x = std::log(p.q / 2);
+          } else if (!(x > 0)) {
+            Fail(p.path, "", "value must be > 0 for a log type");
+          } else {
+            x = std::log(x);
+          }
         }
         a[static_cast<size_t>(i)] = x;
       }
