@@ -1,0 +1,712 @@
+// Algorithm benchmark: tunehost's tuners driven directly (no sockets) through
+// the host's plugin registry and Tuner wrapper, i.e. real .so plugins behind
+// the SDK's C ABI, exactly as the server calls them. Prints JSON lines on
+// stdout; tools/bench/algorithms.py compares them with Optuna
+// (tools/bench/optuna_bench.py, which defines the same test functions).
+//
+//   --cost        time per suggestion after importing H results
+//   --quality     simple regret after N sequential trials on test functions
+//   --self-check  assert every test function's value at its known minimizer,
+//                 then print probe points for the cross-check with Python
+//
+// Options: --plugins DIR, --tuners a,b (labels; see KnownTuners),
+// --define label=plugin:members (a further label with extra class_args),
+// --histories 100,500, --k N, --seeds N, --trials N, --spaces cont6,mixed,
+// --functions branin,...
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <msgpack.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "tunehost/host/plugin.h"
+#include "tunehost/protocol/codec.h"
+
+namespace {
+
+namespace p = tunehost::protocol;
+namespace th = tunehost::host;
+using Clock = std::chrono::steady_clock;
+
+// CPU time of the calling thread, in µs. The plugin runs on this thread, so
+// this is the suggestion's own cost even when a busy machine preempts us
+// (wall time then includes other processes' slices).
+double ThreadCpuMicros() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kE = 2.71828182845904523536;
+
+// ---------------------------------------------------------------------------
+// Test functions. Keep these byte-for-byte equivalent to optuna_bench.py
+// (same formulas, same constants, same summation order); the orchestrator
+// cross-checks them on probe points.
+
+double Branin(const std::vector<double>& x) {
+  const double a = 1.0, b = 5.1 / (4.0 * kPi * kPi), c = 5.0 / kPi, r = 6.0, s = 10.0,
+               t = 1.0 / (8.0 * kPi);
+  double u = x[1] - b * x[0] * x[0] + c * x[0] - r;
+  return a * u * u + s * (1.0 - t) * std::cos(x[0]) + s;
+}
+
+double Hartmann6(const std::vector<double>& x) {
+  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
+  static const double A[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
+                                 {0.05, 10, 17, 0.1, 8, 14},
+                                 {3, 3.5, 1.7, 10, 17, 8},
+                                 {17, 8, 0.05, 10, 0.1, 14}};
+  static const double P[4][6] = {{1312, 1696, 5569, 124, 8283, 5886},
+                                 {2329, 4135, 8307, 3736, 1004, 9991},
+                                 {2348, 1451, 3522, 2883, 3047, 6650},
+                                 {4047, 8828, 8732, 5743, 1091, 381}};
+  double outer = 0.0;
+  for (int i = 0; i < 4; ++i) {
+    double inner = 0.0;
+    for (int j = 0; j < 6; ++j) {
+      double d = x[j] - 1e-4 * P[i][j];
+      inner += A[i][j] * d * d;
+    }
+    outer += alpha[i] * std::exp(-inner);
+  }
+  return -outer;
+}
+
+double Rosenbrock(const std::vector<double>& x) {
+  double sum = 0.0;
+  for (size_t i = 0; i + 1 < x.size(); ++i) {
+    double a = x[i + 1] - x[i] * x[i];
+    double b = 1.0 - x[i];
+    sum += 100.0 * a * a + b * b;
+  }
+  return sum;
+}
+
+double Ackley(const std::vector<double>& x) {
+  const double a = 20.0, b = 0.2, c = 2.0 * kPi;
+  double d = static_cast<double>(x.size());
+  double s1 = 0.0, s2 = 0.0;
+  for (double v : x) {
+    s1 += v * v;
+    s2 += std::cos(c * v);
+  }
+  return -a * std::exp(-b * std::sqrt(s1 / d)) - std::exp(s2 / d) + a + kE;
+}
+
+struct TestFunction {
+  std::string name;
+  std::vector<std::pair<double, double>> bounds;
+  double minimum;
+  std::vector<double> minimizer;
+  std::function<double(const std::vector<double>&)> f;
+};
+
+const std::vector<TestFunction>& TestFunctions() {
+  static const std::vector<TestFunction> fns = {
+      // Minimum s*t = 10/(8*pi), at (-pi, 12.275), (pi, 2.275), (9.42478, 2.475).
+      {"branin", {{-5, 10}, {0, 15}}, 10.0 / (8.0 * kPi), {kPi, 2.275}, Branin},
+      {"hartmann6",
+       std::vector<std::pair<double, double>>(6, {0.0, 1.0}),
+       -3.32236801141551,
+       {0.20168952, 0.15001069, 0.47687398, 0.27533243, 0.31165162, 0.65730054},
+       Hartmann6},
+      {"rosenbrock4", std::vector<std::pair<double, double>>(4, {-5.0, 10.0}), 0.0,
+       std::vector<double>(4, 1.0), Rosenbrock},
+      {"ackley5", std::vector<std::pair<double, double>>(5, {-32.768, 32.768}), 0.0,
+       std::vector<double>(5, 0.0), Ackley},
+  };
+  return fns;
+}
+
+// Deterministic probe point j of a function (same formula in Python): a
+// low-discrepancy walk through the box, so every term of each formula is hit.
+std::vector<double> ProbePoint(const TestFunction& fn, int j) {
+  std::vector<double> x;
+  for (size_t i = 0; i < fn.bounds.size(); ++i) {
+    double u = std::fmod((j + 1) * 0.6180339887498949 + static_cast<double>(i) * 0.4142135623730951,
+                         1.0);
+    x.push_back(fn.bounds[i].first + (fn.bounds[i].second - fn.bounds[i].first) * u);
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------------------
+// Small JSON-line writer for the results.
+
+class JsonLine {
+ public:
+  JsonLine& Str(const char* key, const std::string& v) {
+    Key(key);
+    out_ << '"' << v << '"';  // values here are identifiers: no escaping needed
+    return *this;
+  }
+  JsonLine& Num(const char* key, double v) {
+    Key(key);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    out_ << (std::isfinite(v) ? buf : "null");
+    return *this;
+  }
+  JsonLine& Int(const char* key, int64_t v) {
+    Key(key);
+    out_ << v;
+    return *this;
+  }
+  JsonLine& Nums(const char* key, const std::vector<double>& v) {
+    Key(key);
+    out_ << '[';
+    for (size_t i = 0; i < v.size(); ++i) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", v[i]);
+      out_ << (i ? "," : "") << buf;
+    }
+    out_ << ']';
+    return *this;
+  }
+  void Print() {
+    std::printf("{%s}\n", out_.str().c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  void Key(const char* key) {
+    if (!first_) out_ << ',';
+    first_ = false;
+    out_ << '"' << key << "\":";
+  }
+  std::ostringstream out_;
+  bool first_ = true;
+};
+
+// ---------------------------------------------------------------------------
+// Driving one tuner instance.
+
+using ParamValue = std::variant<double, std::string>;
+using ParamMap = std::map<std::string, ParamValue>;
+
+ParamMap Unpack(const p::Packed& packed) {
+  msgpack::object_handle h = msgpack::unpack(packed.data(), packed.size());
+  const msgpack::object& o = h.get();
+  if (o.type != msgpack::type::MAP) throw std::runtime_error("parameters are not a map");
+  ParamMap m;
+  for (uint32_t i = 0; i < o.via.map.size; ++i) {
+    const msgpack::object_kv& kv = o.via.map.ptr[i];
+    std::string key = kv.key.as<std::string>();
+    switch (kv.val.type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64:
+        m[key] = kv.val.via.f64;
+        break;
+      case msgpack::type::POSITIVE_INTEGER:
+        m[key] = static_cast<double>(kv.val.via.u64);
+        break;
+      case msgpack::type::NEGATIVE_INTEGER:
+        m[key] = static_cast<double>(kv.val.via.i64);
+        break;
+      case msgpack::type::STR:
+        m[key] = kv.val.as<std::string>();
+        break;
+      default:
+        throw std::runtime_error("parameter " + key + " has an unexpected type");
+    }
+  }
+  return m;
+}
+
+p::Packed Packed(const std::string& json) {
+  p::Packed out;
+  tunehost::Status st = p::JsonToPacked(json, &out);
+  if (!st.ok()) throw std::runtime_error("bad JSON in the benchmark: " + st.ToString());
+  return out;
+}
+
+void Check(const tunehost::Status& st, const std::string& what) {
+  if (!st.ok()) throw std::runtime_error(what + ": " + st.ToString());
+}
+
+// A benchmark label ("tpe-mv") -> plugin name and extra class_args members.
+struct TunerSpec {
+  std::string label;
+  std::string plugin;
+  std::string extra_args;  // JSON members without braces, or empty
+};
+
+// The built-in labels plus those added with --define (for experiments with
+// other class_args, e.g. tpe-s10=tpe:"tpe_args":{"n_startup_jobs":10}).
+std::vector<TunerSpec>& KnownTuners() {
+  static std::vector<TunerSpec> specs = {
+      {"tpe", "tpe", ""},
+      {"tpe-mv", "tpe", "\"tpe_args\":{\"multivariate\":true}"},
+      {"anneal", "anneal", ""},
+      {"evolution", "evolution", ""},
+      {"random", "random", ""},
+  };
+  return specs;
+}
+
+const TunerSpec* FindTuner(const std::string& label) {
+  for (const TunerSpec& s : KnownTuners()) {
+    if (s.label == label) return &s;
+  }
+  return nullptr;
+}
+
+// One tuner instance plus the parameters a plugin sent late through
+// send_trial (evolution serves credit that way).
+class Driver {
+ public:
+  Driver(const Driver&) = delete;  // the send_trial callback captures `this`
+  Driver& operator=(const Driver&) = delete;
+
+  Driver(th::PluginRegistry& registry, const TunerSpec& spec, int64_t seed) {
+    std::string args = "{\"optimize_mode\":\"minimize\",\"seed\":" + std::to_string(seed);
+    if (!spec.extra_args.empty()) args += "," + spec.extra_args;
+    args += "}";
+    Check(registry.CreateTuner(spec.plugin, Packed(args),
+                               [this](int64_t id, p::Packed params) {
+                                 late_.emplace_back(id, std::move(params));
+                                 return tunehost::Status::Ok();
+                               },
+                               &tuner_),
+          "create " + spec.label);
+  }
+
+  void SetSpace(const std::string& json) {
+    Check(tuner_->UpdateSearchSpace(Packed(json)), "update_search_space");
+  }
+
+  void Import(const std::string& records) {
+    bool supported = false;
+    Check(tuner_->ImportData(records, &supported), "import_data");
+    if (!supported) throw std::runtime_error("the tuner does not implement import_data");
+  }
+
+  // Asks for one configuration; *wall_us / *cpu_us are the steady_clock and
+  // thread CPU time spent in Generate only. False when the tuner gave none.
+  bool Next(int64_t id, p::Packed* params, double* wall_us, double* cpu_us) {
+    std::vector<std::pair<int64_t, p::Packed>> out;
+    bool no_more = false;
+    std::vector<int64_t> ids{id};
+    double cpu_start = ThreadCpuMicros();
+    auto start = Clock::now();
+    tunehost::Status st = tuner_->Generate(ids, &out, &no_more);
+    auto end = Clock::now();
+    *cpu_us = ThreadCpuMicros() - cpu_start;
+    *wall_us = std::chrono::duration<double, std::micro>(end - start).count();
+    Check(st, "generate");
+    for (auto& [got, bytes] : out) {
+      if (got == id) {
+        *params = std::move(bytes);
+        return true;
+      }
+    }
+    return TakeLate(id, params);
+  }
+
+  void Report(int64_t id, const p::Packed& params, double value) {
+    Check(tuner_->ReceiveTrialResult(id, params, p::PackDouble(value), value, false),
+          "receive_trial_result");
+    Check(tuner_->TrialEnd(id, true), "trial_end");
+  }
+
+ private:
+  bool TakeLate(int64_t id, p::Packed* params) {
+    for (auto it = late_.begin(); it != late_.end(); ++it) {
+      if (it->first == id) {
+        *params = std::move(it->second);
+        late_.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::unique_ptr<th::Tuner> tuner_;
+  std::vector<std::pair<int64_t, p::Packed>> late_;
+};
+
+// ---------------------------------------------------------------------------
+// --cost
+
+struct CostSpace {
+  std::string name;
+  std::string json;
+  // Writes one random configuration as a msgpack map.
+  std::function<void(std::mt19937_64&, msgpack::packer<msgpack::sbuffer>&)> sample;
+};
+
+double U01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+const char* const kChoices[4] = {"relu", "tanh", "sigmoid", "gelu"};
+
+// Cost objective: sum of squares of the numeric values plus the choice's
+// index (any deterministic function will do for timing).
+double CostObjective(const ParamMap& m) {
+  double sum = 0;
+  for (const auto& [key, v] : m) {
+    if (const double* d = std::get_if<double>(&v)) {
+      sum += *d * *d;
+    } else {
+      const std::string& s = std::get<std::string>(v);
+      for (int i = 0; i < 4; ++i) {
+        if (s == kChoices[i]) sum += i;
+      }
+    }
+  }
+  return sum;
+}
+
+std::vector<CostSpace> CostSpaces() {
+  std::vector<CostSpace> spaces;
+  {
+    std::string json = "{";
+    for (int i = 0; i < 6; ++i) {
+      json += (i ? "," : "") + std::string("\"x") + std::to_string(i) +
+              "\":{\"_type\":\"uniform\",\"_value\":[-5,5]}";
+    }
+    json += "}";
+    spaces.push_back({"cont6", json, [](std::mt19937_64& rng, msgpack::packer<msgpack::sbuffer>& pk) {
+                        pk.pack_map(6);
+                        for (int i = 0; i < 6; ++i) {
+                          pk.pack(std::string("x") + std::to_string(i));
+                          pk.pack_double(-5.0 + 10.0 * U01(rng));
+                        }
+                      }});
+  }
+  spaces.push_back(
+      {"mixed",
+       R"({"lr0":{"_type":"loguniform","_value":[0.0001,1]},)"
+       R"("lr1":{"_type":"loguniform","_value":[0.0001,1]},)"
+       R"("n0":{"_type":"quniform","_value":[1,100,1]},)"
+       R"("n1":{"_type":"quniform","_value":[1,100,1]},)"
+       R"("act":{"_type":"choice","_value":["relu","tanh","sigmoid","gelu"]},)"
+       R"("u":{"_type":"uniform","_value":[0,1]}})",
+       [](std::mt19937_64& rng, msgpack::packer<msgpack::sbuffer>& pk) {
+         pk.pack_map(6);
+         for (const char* k : {"lr0", "lr1"}) {
+           pk.pack(std::string(k));
+           pk.pack_double(std::exp(std::log(1e-4) * (1.0 - U01(rng))));
+         }
+         for (const char* k : {"n0", "n1"}) {
+           pk.pack(std::string(k));
+           pk.pack_double(std::clamp(std::round(1.0 + 99.0 * U01(rng)), 1.0, 100.0));
+         }
+         pk.pack(std::string("act"));
+         pk.pack(std::string(kChoices[rng() % 4]));
+         pk.pack(std::string("u"));
+         pk.pack_double(U01(rng));
+       }});
+  return spaces;
+}
+
+// The import records: an array of {"parameters": map, "value": objective}.
+// Assembled as bytes because msgpack::packer cannot splice a packed map in.
+std::string ImportRecords(const CostSpace& space, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(static_cast<uint32_t>(n));
+  std::string out(buf.data(), buf.size());
+  for (size_t i = 0; i < n; ++i) {
+    msgpack::sbuffer params;
+    msgpack::packer<msgpack::sbuffer> ppk(params);
+    space.sample(rng, ppk);
+    std::string bytes(params.data(), params.size());
+
+    msgpack::sbuffer head;
+    msgpack::packer<msgpack::sbuffer> hpk(head);
+    hpk.pack_map(2);
+    hpk.pack(std::string("parameters"));
+    msgpack::sbuffer tail;
+    msgpack::packer<msgpack::sbuffer> tpk(tail);
+    tpk.pack(std::string("value"));
+    tpk.pack_double(CostObjective(Unpack(bytes)));
+
+    out.append(head.data(), head.size());
+    out += bytes;
+    out.append(tail.data(), tail.size());
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  if (n == 0) return NAN;
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void RunCost(th::PluginRegistry& registry, const std::vector<const TunerSpec*>& tuners,
+             const std::vector<std::string>& space_names, const std::vector<size_t>& histories,
+             int k) {
+  for (const TunerSpec* spec : tuners) {
+    for (const CostSpace& space : CostSpaces()) {
+      if (std::find(space_names.begin(), space_names.end(), space.name) == space_names.end()) {
+        continue;
+      }
+      for (size_t h : histories) {
+        Driver d(registry, *spec, 1);
+        d.SetSpace(space.json);
+        std::string records = ImportRecords(space, h, 12345 + h);
+        auto t0 = Clock::now();
+        d.Import(records);
+        double import_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        std::vector<double> us, cpu;
+        for (int i = 0; i < k; ++i) {
+          int64_t id = static_cast<int64_t>(h) + i;
+          p::Packed params;
+          double wall_us = 0, cpu_us = 0;
+          if (!d.Next(id, &params, &wall_us, &cpu_us)) {
+            std::fprintf(stderr, "algo-bench: %s gave no parameters (cost, %s, H=%zu)\n",
+                         spec->label.c_str(), space.name.c_str(), h);
+            break;
+          }
+          us.push_back(wall_us);
+          cpu.push_back(cpu_us);
+          d.Report(id, params, CostObjective(Unpack(params)));
+        }
+        double mean = 0;
+        for (double v : us) mean += v / static_cast<double>(us.size());
+        JsonLine()
+            .Str("mode", "cost")
+            .Str("impl", "tunehost")
+            .Str("tuner", spec->label)
+            .Str("space", space.name)
+            .Int("history", static_cast<int64_t>(h))
+            .Int("k", static_cast<int64_t>(us.size()))
+            .Num("median_us", Median(us))
+            .Num("mean_us", mean)
+            .Num("cpu_median_us", Median(cpu))
+            .Num("import_ms", import_ms)
+            .Nums("times_us", us)
+            .Print();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// --quality
+
+std::string UniformSpace(const TestFunction& fn) {
+  std::string json = "{";
+  for (size_t i = 0; i < fn.bounds.size(); ++i) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s\"x%zu\":{\"_type\":\"uniform\",\"_value\":[%.17g,%.17g]}",
+                  i ? "," : "", i, fn.bounds[i].first, fn.bounds[i].second);
+    json += buf;
+  }
+  return json + "}";
+}
+
+std::vector<double> PointOf(const TestFunction& fn, const ParamMap& m) {
+  std::vector<double> x;
+  for (size_t i = 0; i < fn.bounds.size(); ++i) {
+    auto it = m.find("x" + std::to_string(i));
+    if (it == m.end()) throw std::runtime_error("parameter x" + std::to_string(i) + " missing");
+    x.push_back(std::get<double>(it->second));
+  }
+  return x;
+}
+
+void RunQuality(th::PluginRegistry& registry, const std::vector<const TunerSpec*>& tuners,
+                const std::vector<std::string>& function_names, int seeds, int trials) {
+  for (const TunerSpec* spec : tuners) {
+    for (const TestFunction& fn : TestFunctions()) {
+      if (std::find(function_names.begin(), function_names.end(), fn.name) ==
+          function_names.end()) {
+        continue;
+      }
+      for (int seed = 0; seed < seeds; ++seed) {
+        Driver d(registry, *spec, seed);
+        d.SetSpace(UniformSpace(fn));
+        double best = INFINITY;
+        int done = 0;
+        auto t0 = Clock::now();
+        for (int i = 0; i < trials; ++i) {
+          p::Packed params;
+          double wall_us = 0, cpu_us = 0;
+          if (!d.Next(i, &params, &wall_us, &cpu_us)) {
+            std::fprintf(stderr, "algo-bench: %s gave no parameters at trial %d (%s, seed %d)\n",
+                         spec->label.c_str(), i, fn.name.c_str(), seed);
+            break;
+          }
+          double y = fn.f(PointOf(fn, Unpack(params)));
+          best = std::min(best, y);
+          d.Report(i, params, y);
+          ++done;
+        }
+        JsonLine()
+            .Str("mode", "quality")
+            .Str("impl", "tunehost")
+            .Str("tuner", spec->label)
+            .Str("function", fn.name)
+            .Int("seed", seed)
+            .Int("trials", done)
+            .Num("best", best)
+            .Num("regret", best - fn.minimum)
+            .Num("seconds", std::chrono::duration<double>(Clock::now() - t0).count())
+            .Print();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// --self-check
+
+int SelfCheck() {
+  int failures = 0;
+  for (const TestFunction& fn : TestFunctions()) {
+    double at = fn.f(fn.minimizer);
+    bool ok = std::fabs(at - fn.minimum) < 1e-6;
+    // A minimum, not just the right number: no nearby point is lower.
+    for (size_t i = 0; i < fn.minimizer.size() && ok; ++i) {
+      for (double step : {-1e-3, 1e-3}) {
+        std::vector<double> x = fn.minimizer;
+        x[i] += step;
+        if (fn.f(x) < at - 1e-9) ok = false;
+      }
+    }
+    std::fprintf(stderr, "self-check %-12s f(x*) = %.12g, known min %.12g: %s\n",
+                 fn.name.c_str(), at, fn.minimum, ok ? "ok" : "FAILED");
+    if (!ok) ++failures;
+    for (int j = 0; j < 8; ++j) {
+      std::vector<double> x = ProbePoint(fn, j);
+      JsonLine().Str("mode", "probe").Str("function", fn.name).Nums("x", x).Num("f", fn.f(x)).Print();
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// Resolves labels to specs, skipping (with a note) those whose plugin is not loaded.
+std::vector<const TunerSpec*> Available(th::PluginRegistry& registry,
+                                        const std::vector<std::string>& labels) {
+  std::vector<const TunerSpec*> out;
+  std::vector<th::PluginInfo> loaded = registry.plugins();
+  for (const std::string& label : labels) {
+    const TunerSpec* spec = FindTuner(label);
+    if (spec == nullptr) throw std::runtime_error("unknown tuner label " + label);
+    bool found = std::any_of(loaded.begin(), loaded.end(), [&](const th::PluginInfo& i) {
+      return i.name == spec->plugin && i.kind == "tuner";
+    });
+    if (!found) {
+      std::fprintf(stderr, "algo-bench: skipping %s: plugin %s is not in the plugin directory\n",
+                   label.c_str(), spec->plugin.c_str());
+      continue;
+    }
+    out.push_back(spec);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plugins = TH_DEFAULT_PLUGIN_DIR;
+  std::string mode;
+  std::string tuners_arg;
+  std::vector<size_t> histories = {100, 500, 1000, 2000, 5000};
+  std::vector<std::string> spaces = {"cont6", "mixed"};
+  std::vector<std::string> functions = {"branin", "hartmann6", "rosenbrock4", "ackley5"};
+  int k = 20, seeds = 10, trials = 100;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--cost" || a == "--quality" || a == "--self-check") {
+        mode = a;
+      } else if (a == "--plugins") {
+        plugins = value();
+      } else if (a == "--tuners") {
+        tuners_arg = value();
+      } else if (a == "--histories") {
+        histories.clear();
+        for (const std::string& h : Split(value())) histories.push_back(std::stoul(h));
+      } else if (a == "--spaces") {
+        spaces = Split(value());
+      } else if (a == "--functions") {
+        functions = Split(value());
+      } else if (a == "--define") {
+        // label=plugin:members  (members: JSON object members without braces)
+        std::string d = value();
+        size_t eq = d.find('='), colon = d.find(':');
+        if (eq == std::string::npos || colon == std::string::npos || colon < eq) {
+          throw std::runtime_error("--define wants label=plugin:members, got " + d);
+        }
+        KnownTuners().push_back(
+            {d.substr(0, eq), d.substr(eq + 1, colon - eq - 1), d.substr(colon + 1)});
+      } else if (a == "--k") {
+        k = std::stoi(value());
+      } else if (a == "--seeds") {
+        seeds = std::stoi(value());
+      } else if (a == "--trials") {
+        trials = std::stoi(value());
+      } else {
+        throw std::runtime_error("unknown argument " + a);
+      }
+    }
+    if (mode.empty()) {
+      std::fprintf(stderr, "usage: tunehost-algo-bench --cost|--quality|--self-check [options]\n");
+      return 2;
+    }
+    if (mode == "--self-check") return SelfCheck();
+
+    // Plugins log through spdlog; keep stdout for the JSON lines.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("algo-bench"));
+    spdlog::set_level(spdlog::level::warn);
+    th::PluginRegistry registry;
+    registry.LoadDirectory(plugins);
+    for (const std::string& e : registry.errors()) {
+      std::fprintf(stderr, "algo-bench: plugin refused: %s\n", e.c_str());
+    }
+    if (mode == "--cost") {
+      if (tuners_arg.empty()) tuners_arg = "tpe,random";
+      RunCost(registry, Available(registry, Split(tuners_arg)), spaces, histories, k);
+    } else {
+      if (tuners_arg.empty()) tuners_arg = "tpe,tpe-mv,anneal,evolution,random";
+      RunQuality(registry, Available(registry, Split(tuners_arg)), functions, seeds, trials);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tunehost-algo-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
