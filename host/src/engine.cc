@@ -67,6 +67,7 @@ void Engine::Start(Clock::time_point now) {
 void Engine::Stop(std::string_view reason) {
   if (finished()) return;
   status_ = ExperimentStatus::kStopped;
+  credited_.clear();
   // Every trial still open ends here, once, as USER_CANCELED (NNI's status for
   // a stopped experiment's trials), so plugins and the summary see all of
   // them. Running ones are killed first; an offer nobody answered yet has no
@@ -464,13 +465,20 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
                           const Status& status, Clock::time_point now) {
   inflight_ids_ -= std::min(inflight_ids_, ids.size());
   size_t created = 0;
+  std::set<int64_t> emitted;
   for (auto& [id, packed] : params) {
     if (!ids_.Claim(id)) {
       spdlog::warn("tuner emitted parameter id {} twice: second ignored", id);
       continue;
     }
+    emitted.insert(id);
     NewTrial(id, p::ParameterSource::kAlgorithm, std::move(packed), now);
     ++created;
+  }
+  if (status.ok() && status_ != ExperimentStatus::kStopped && status_ != ExperimentStatus::kDone) {
+    for (int64_t id : ids) {
+      if (emitted.count(id) == 0) credited_.insert(id);
+    }
   }
   if (!status.ok()) {
     // A tuner that cannot generate would stall the experiment silently:
@@ -485,7 +493,28 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
 }
 
 void Engine::OnSentTrial(int64_t parameter_id, p::Packed params, Clock::time_point now) {
+  if (credited_.erase(parameter_id) == 0) {
+    // The credit was dropped (experiment stopped or finished first).
+    spdlog::warn("tuner sent parameters for id {} after the experiment stopped waiting for "
+                 "them; ignored",
+                 parameter_id);
+    return;
+  }
   NewTrial(parameter_id, p::ParameterSource::kAlgorithm, std::move(params), now);
+  Pump(now);
+}
+
+void Engine::OnTunerBarrier(Clock::time_point now) {
+  barrier_pending_ = false;
+  if (ActiveCount() == 0 && inflight_ids_ == 0 && !credited_.empty()) {
+    // Nothing runs and every tuner call has returned: ids the tuner still
+    // holds will never be sent (an exhausted grid, say). The tuner is done.
+    spdlog::info("experiment {}: tuner holds {} unanswered ids with nothing running; no more "
+                 "trials",
+                 options_.experiment_id, credited_.size());
+    credited_.clear();
+    tuner_exhausted_ = true;
+  }
   Pump(now);
 }
 
@@ -511,7 +540,8 @@ void Engine::Tick(Clock::time_point now) {
 }
 
 bool Engine::BudgetOpen(Clock::time_point now) const {
-  if (options_.max_trials != 0 && stats_.created + inflight_ids_ >= options_.max_trials) {
+  if (options_.max_trials != 0 &&
+      stats_.created + inflight_ids_ + credited_.size() >= options_.max_trials) {
     return false;
   }
   if (options_.max_duration.count() > 0 && now - started_ >= options_.max_duration) return false;
@@ -548,12 +578,13 @@ void Engine::Pump(Clock::time_point now) {
   // Requests: ask the tuner only for what free slots can take now, so it
   // decides as late as possible (with the most results).
   if (status_ != ExperimentStatus::kError && !tuner_exhausted_ && BudgetOpen(now)) {
-    size_t active = ActiveCount() + inflight_ids_;
+    size_t active = ActiveCount() + inflight_ids_ + credited_.size();
     size_t want = options_.concurrency > active ? options_.concurrency - active : 0;
     size_t takers = free > active - running_ ? free - (active - running_) : 0;
     size_t n = std::min(want, takers);
     if (options_.max_trials != 0) {
-      n = std::min<size_t>(n, options_.max_trials - stats_.created - inflight_ids_);
+      n = std::min<size_t>(
+          n, options_.max_trials - stats_.created - inflight_ids_ - credited_.size());
     }
     if (n > 0) {
       inflight_ids_ += n;
@@ -569,6 +600,15 @@ void Engine::UpdateStatus(Clock::time_point now) {
     return;
   }
   bool idle = ActiveCount() == 0 && inflight_ids_ == 0;
+  if (idle && !credited_.empty()) {
+    // The tuner may still send trials for its credits from a call not yet
+    // run: decide after every posted tuner call has returned.
+    if (!barrier_pending_) {
+      barrier_pending_ = true;
+      sink_->TunerBarrier();
+    }
+    idle = false;
+  }
   if (!BudgetOpen(now)) {
     status_ = idle ? ExperimentStatus::kDone : ExperimentStatus::kNoMoreTrial;
   } else if (tuner_exhausted_) {

@@ -271,6 +271,10 @@ class Server::Impl final : public EngineSink {
     });
   }
 
+  void TunerBarrier() override {
+    tuner_strand_->Post([this] { Complete([this] { engine_.OnTunerBarrier(Clock::now()); }); });
+  }
+
   void AssessorAssess(const Trial& t, p::Packed history) override {
     assessor_strand_->Post([this, id = t.id, attempt = t.attempt, history = std::move(history)] {
       bool good = true;

@@ -104,6 +104,91 @@ class RunCommandTest(unittest.TestCase):
             before.sort()
             self.assertLess(t["parameters"]["x"], before[(len(before) - 1) // 2])
 
+    def quick_trial(self, tmp, periodic=0):
+        """A trial that reports `periodic` intermediate values and a FINAL
+        computed from its parameters (x, k, TRIAL_BUDGET when present)."""
+        write(os.path.join(tmp, "trial.py"), """
+            import json, os
+            p = json.loads(os.environ["TUNEHOST_PARAMETERS"])
+            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
+            x = float(p.get("x", 0)) + float(p.get("k", 0))
+            for step in range(%d):
+                out.write(json.dumps({"value": x * (step + 1) / 10.0}) + "\\n")
+            budget = float(p.get("TRIAL_BUDGET", 1))
+            out.write(json.dumps({"type": "FINAL", "value": x + budget / 100.0}) + "\\n")
+            """ % periodic)
+
+    def algorithm_experiment(self, tuner, concurrency, max_trials, space, assessor="",
+                             periodic=0):
+        tmp = tempfile.mkdtemp(prefix="tunehost-algo-")
+        self.quick_trial(tmp, periodic)
+        return self.run_experiment("""
+            searchSpace: %s
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: %d
+            maxTrialNumber: %d
+            tuner: %s
+            %s
+            """ % (json.dumps(space), sys.executable, tmp, tmp, concurrency, max_trials,
+                   json.dumps(tuner), assessor))
+
+    def test_exhausted_grid_finishes_the_experiment(self):
+        # NNI's exhausted grid never reaches DONE; here the experiment ends
+        # after exactly the grid's 6 configurations although 50 were allowed.
+        space = {"k": {"_type": "choice", "_value": [1, 2, 3]},
+                 "x": {"_type": "quniform", "_value": [0, 1, 1]}}
+        proc, summary = self.algorithm_experiment({"name": "grid"}, 2, 50, space)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        configs = sorted((t["parameters"]["k"], t["parameters"]["x"]) for t in summary["trials"])
+        self.assertEqual(configs, [(k, x) for k in (1, 2, 3) for x in (0.0, 1.0)])
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in summary["trials"]))
+
+    def test_evolution_credits_keep_every_slot_and_the_run_completes(self):
+        # population 2 < concurrency 3: the tuner answers "no more" and later
+        # serves the kept ids through send_trial; every trial still runs.
+        proc, summary = self.algorithm_experiment(
+            {"name": "evolution", "classArgs": {"population_size": 2, "seed": 1,
+                                                "optimize_mode": "maximize"}},
+            3, 12, SPACE)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        self.assertEqual(len(summary["trials"]), 12)
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in summary["trials"]))
+
+    def test_hyperband_trials_get_their_budget_and_the_best_are_promoted(self):
+        proc, summary = self.algorithm_experiment(
+            {"name": "hyperband", "classArgs": {"R": 9, "eta": 3, "seed": 2, "exec_mode": "serial"}},
+            2, 13,
+            {"x": {"_type": "uniform", "_value": [0, 1]}})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = sorted(summary["trials"], key=lambda t: t["sequence_id"])
+        self.assertEqual(len(trials), 13)
+        budgets = [t["parameters"]["TRIAL_BUDGET"] for t in trials]
+        # Bracket s=2 of R=9, eta=3: 9 configurations at budget 1, the best 3
+        # again at budget 3, the best one at budget 9.
+        self.assertEqual(budgets, [1] * 9 + [3] * 3 + [9])
+        first = sorted(trials[:9], key=lambda t: -t["final_metric"])
+        self.assertEqual(sorted(t["parameters"]["x"] for t in trials[9:12]),
+                         sorted(t["parameters"]["x"] for t in first[:3]))
+        self.assertEqual(trials[12]["parameters"]["x"], first[0]["parameters"]["x"])
+
+    def test_tpe_with_curvefitting_assessor_runs_to_done(self):
+        proc, summary = self.algorithm_experiment(
+            {"name": "tpe", "classArgs": {"seed": 4, "optimize_mode": "maximize",
+                                          "tpe_args": {"n_startup_jobs": 4}}},
+            2, 10, SPACE,
+            assessor="assessor: {name: curvefitting, classArgs: {start_step: 3, seed: 1}}",
+            periodic=5)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        self.assertEqual(len(summary["trials"]), 10)
+        for t in summary["trials"]:
+            self.assertIn(t["status"], TERMINAL)
+
     def test_bad_config_names_the_key_and_exits_2(self):
         tmp = tempfile.mkdtemp(prefix="tunehost-bad-")
         config = write(os.path.join(tmp, "experiment.yaml"), """

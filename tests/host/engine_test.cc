@@ -49,6 +49,8 @@ class RecordingSink : public EngineSink {
     plugin_calls.push_back("assessor_end:" + t.id + ":" + (ok ? "1" : "0"));
   }
   void TrialFinished(const Trial& t) override { finished.push_back(t.id); }
+  int barriers = 0;
+  void TunerBarrier() override { ++barriers; }
 
   template <class T>
   std::vector<T> Sent(const std::string& worker) const {
@@ -257,6 +259,46 @@ TEST_F(EngineTest, ExhaustedTunerFinishesExperimentInsteadOfHanging) {
   // After a trial end the tuner is asked again (NNI), and says no more again.
   ASSERT_EQ(sink_.requests.size(), 2u);
   engine_->OnParameters(sink_.requests[1], {}, true, Status::Ok(), now_);
+  // It may still send trials for the ids it kept: once every tuner call has
+  // returned (the barrier) with nothing running, the experiment is done.
+  EXPECT_EQ(sink_.barriers, 1);
+  EXPECT_NE(engine_->status(), ExperimentStatus::kDone);
+  engine_->OnTunerBarrier(now_);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+// NNI's credit pattern: ids the tuner did not answer count against the
+// budget and the concurrency until it sends them, so a tuner that answers
+// later never gets more trials or more parallelism than configured.
+TEST_F(EngineTest, CreditedIdsCountUntilTheTunerSendsThem) {
+  Make([](EngineOptions& o) { o.concurrency = 3; o.max_trials = 4; });
+  Hello("w1", 3);
+  auto ids = sink_.requests.at(0);
+  ASSERT_EQ(ids.size(), 3u);
+  std::vector<std::pair<int64_t, p::Packed>> two = {{ids[0], Params(1)}, {ids[1], Params(2)}};
+  engine_->OnParameters(ids, two, /*no_more=*/true, Status::Ok(), now_);
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  auto first = sink_.jobs[0];
+  Start("w1", first);
+  End("w1", first, p::TrialStatus::kSucceeded);
+  // One slot freed, but ids[2] is still owed: the host asks for one id only
+  // (budget 4 = 2 created + 1 credit + 1), not two.
+  ASSERT_EQ(sink_.requests.size(), 2u);
+  EXPECT_EQ(sink_.requests[1].size(), 1u);
+  engine_->OnParameters(sink_.requests[1], {}, true, Status::Ok(), now_);
+  // The tuner serves its credits later (send_trial): both become trials.
+  engine_->OnSentTrial(ids[2], Params(3), now_);
+  engine_->OnSentTrial(sink_.requests[1][0], Params(4), now_);
+  EXPECT_EQ(engine_->stats().created, 4u);
+  // An id nobody owes is ignored.
+  engine_->OnSentTrial(ids[2], Params(5), now_);
+  EXPECT_EQ(engine_->stats().created, 4u);
+  size_t asked = sink_.requests.size();
+  for (size_t i = 1; i < sink_.jobs.size(); ++i) {
+    Start("w1", sink_.jobs[i]);
+    End("w1", sink_.jobs[i], p::TrialStatus::kSucceeded);
+  }
+  EXPECT_EQ(sink_.requests.size(), asked) << "the budget is spent: nothing more is asked";
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 

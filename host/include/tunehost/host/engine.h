@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -77,6 +78,10 @@ class EngineSink {
   virtual void AssessorTrialEnd(const Trial& trial, bool success) = 0;
   // A trial reached its terminal state.
   virtual void TrialFinished(const Trial& trial) = 0;
+  // Runs after every tuner call posted so far (the tuner strand is FIFO) and
+  // then calls Engine::OnTunerBarrier: by then any send_trial those calls
+  // made has reached the engine.
+  virtual void TunerBarrier() = 0;
 };
 
 // Parameter ids handed to the tuner and not yet used. Thread-safe: the
@@ -136,6 +141,8 @@ class Engine {
                     const Status& status, Clock::time_point now);
   // The tuner's send_trial (credit) after the id was claimed from ids().
   void OnSentTrial(int64_t parameter_id, protocol::Packed params, Clock::time_point now);
+  // Answer to EngineSink::TunerBarrier.
+  void OnTunerBarrier(Clock::time_point now);
   void OnAssessment(const std::string& trial_id, uint32_t attempt, bool good);
 
   // Control: a customized trial (AD), offered like any other.
@@ -200,6 +207,11 @@ class Engine {
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
   size_t running_ = 0;
   size_t inflight_ids_ = 0;          // ids asked of the tuner, not answered
+  // Ids the tuner was asked for and did not answer (NNI's credit): it may
+  // still emit them through send_trial, so they count against the trial
+  // budget and the concurrency until then.
+  std::set<int64_t> credited_;
+  bool barrier_pending_ = false;
   bool tuner_exhausted_ = false;     // last request answered NO_MORE_TRIALS
   uint64_t next_sequence_ = 0;
   std::vector<std::string> ended_order_;
