@@ -292,7 +292,7 @@ def main():
     else:
         histories, k, optuna_k, seeds, trials = [100, 500, 1000, 2000, 5000], 20, 20, 10, 100
         # 20000 metrics, not the default 200000: the ingest part is not what
-        # this report is about, and at 200000 the last MetricAck can be lost.
+        # this report is about (tools/bench/run.sh measures it in full).
         host_args = ["--metrics", "20000", "--trials", "2000"]
     hist_arg = ",".join(map(str, histories))
 
