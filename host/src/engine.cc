@@ -41,6 +41,11 @@ bool ParameterIdPool::Claim(int64_t id) {
   return open_.erase(id) == 1;
 }
 
+bool ParameterIdPool::IsOpen(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.count(id) == 1;
+}
+
 int64_t ParameterIdPool::next() const {
   std::lock_guard<std::mutex> lock(mu_);
   return next_;
@@ -67,6 +72,7 @@ void Engine::Start(Clock::time_point now) {
 void Engine::Stop(std::string_view reason) {
   if (finished()) return;
   status_ = ExperimentStatus::kStopped;
+  RevokeCredits();
   credited_.clear();
   // Every trial still open ends here, once, as USER_CANCELED (NNI's status for
   // a stopped experiment's trials), so plugins and the summary see all of
@@ -89,6 +95,8 @@ void Engine::Fail(std::string reason) {
   if (status_ == ExperimentStatus::kError || status_ == ExperimentStatus::kStopped) return;
   spdlog::error("experiment {}: {}", options_.experiment_id, reason);
   status_ = ExperimentStatus::kError;
+  RevokeCredits();
+  credited_.clear();
   error_ = std::move(reason);
 }
 
@@ -475,9 +483,22 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
     NewTrial(id, p::ParameterSource::kAlgorithm, std::move(packed), now);
     ++created;
   }
-  if (status.ok() && status_ != ExperimentStatus::kStopped && status_ != ExperimentStatus::kDone) {
-    for (int64_t id : ids) {
-      if (emitted.count(id) == 0) credited_.insert(id);
+  const bool waiting = status.ok() && status_ != ExperimentStatus::kStopped &&
+                       status_ != ExperimentStatus::kDone && status_ != ExperimentStatus::kError;
+  if (waiting && created == ids.size()) {
+    // A tuner that answers a request in full produces on demand: earlier
+    // credits it has not served are not coming (a credit-pattern tuner
+    // serves its credits first), so they stop holding slots and budget. A
+    // send_trial for one of them now fails.
+    RevokeCredits();
+  }
+  for (int64_t id : ids) {
+    if (emitted.count(id) != 0) continue;
+    // An id already claimed was sent from inside generate (its trial exists).
+    if (waiting && ids_.IsOpen(id)) {
+      credited_.insert(id);
+    } else {
+      ids_.Revoke(id);
     }
   }
   if (!status.ok()) {
@@ -493,15 +514,25 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
 }
 
 void Engine::OnSentTrial(int64_t parameter_id, p::Packed params, Clock::time_point now) {
-  if (credited_.erase(parameter_id) == 0) {
-    // The credit was dropped (experiment stopped or finished first).
-    spdlog::warn("tuner sent parameters for id {} after the experiment stopped waiting for "
-                 "them; ignored",
-                 parameter_id);
+  // The pool already gave this id to the tuner's send_trial (the claim is the
+  // authority: an id revoked before could not be claimed).
+  credited_.erase(parameter_id);
+  if (status_ == ExperimentStatus::kStopped || status_ == ExperimentStatus::kDone ||
+      status_ == ExperimentStatus::kError) {
+    spdlog::warn("experiment {}: tuner sent parameters for id {} after the experiment ended; "
+                 "ignored",
+                 options_.experiment_id, parameter_id);
     return;
   }
   NewTrial(parameter_id, p::ParameterSource::kAlgorithm, std::move(params), now);
   Pump(now);
+}
+
+void Engine::RevokeCredits() {
+  for (auto it = credited_.begin(); it != credited_.end();) {
+    // A credit the tuner claimed meanwhile stays: its trial is on the way.
+    it = ids_.Revoke(*it) ? credited_.erase(it) : std::next(it);
+  }
 }
 
 void Engine::OnTunerBarrier(Clock::time_point now) {
@@ -509,11 +540,14 @@ void Engine::OnTunerBarrier(Clock::time_point now) {
   if (ActiveCount() == 0 && inflight_ids_ == 0 && !credited_.empty()) {
     // Nothing runs and every tuner call has returned: ids the tuner still
     // holds will never be sent (an exhausted grid, say). The tuner is done.
-    spdlog::info("experiment {}: tuner holds {} unanswered ids with nothing running; no more "
-                 "trials",
-                 options_.experiment_id, credited_.size());
-    credited_.clear();
-    tuner_exhausted_ = true;
+    const size_t held = credited_.size();
+    RevokeCredits();
+    if (credited_.empty()) {
+      spdlog::info("experiment {}: tuner holds {} unanswered ids with nothing running; no more "
+                   "trials",
+                   options_.experiment_id, held);
+      tuner_exhausted_ = true;
+    }
   }
   Pump(now);
 }

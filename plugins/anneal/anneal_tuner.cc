@@ -19,43 +19,6 @@ constexpr int64_t kStateVersion = 1;
   throw sdk::Error(TH_INVALID_ARGUMENT, "anneal: saved state: " + what);
 }
 
-template <class Stream>
-void PackAssignment(msgpack::packer<Stream>& pk, const sdk::Assignment& a) {
-  pk.pack_array(static_cast<uint32_t>(a.size()));
-  for (const std::optional<double>& x : a) {
-    if (x) {
-      sdk::PackFloat64(pk, *x);
-    } else {
-      pk.pack_nil();
-    }
-  }
-}
-
-// An assignment read back from a state, if it fits `space`: one entry per
-// parameter, values exactly for the active ones, categorical indices in range.
-std::optional<sdk::Assignment> ParseAssignment(const msgpack::object& o,
-                                               const sdk::SearchSpace& space) {
-  const std::vector<sdk::Parameter>& params = space.params();
-  if (o.type != msgpack::type::ARRAY || o.via.array.size != params.size()) return std::nullopt;
-  sdk::Assignment a(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const msgpack::object& x = o.via.array.ptr[i];
-    const bool active = space.IsActive(i, a);
-    if (x.type == msgpack::type::NIL) {
-      if (active) return std::nullopt;
-      continue;
-    }
-    if (!active || !sdk::IsNumber(x)) return std::nullopt;
-    const double v = sdk::AsDouble(x, "");
-    if (params[i].categorical &&
-        !(v >= 0 && v < static_cast<double>(params[i].size) && v == std::floor(v))) {
-      return std::nullopt;
-    }
-    a[i] = v;
-  }
-  return a;
-}
-
 // The state's number as a double (losses may be infinite).
 double StateNumber(const msgpack::object* o, const char* what) {
   if (o == nullptr || !sdk::IsNumber(*o)) BadState(std::string("no ") + what);
@@ -357,7 +320,7 @@ std::string AnnealTuner::SaveState() {
   pk.pack_array(static_cast<uint32_t>(observations_.size()));
   for (const Observation& o : observations_) {
     pk.pack_array(2);
-    PackAssignment(pk, o.values);
+    sdk::PackAssignment(pk, o.values);
     sdk::PackFloat64(pk, o.loss);
   }
   pk.pack(std::string("running"));  // [[id, values], ...]
@@ -365,7 +328,7 @@ std::string AnnealTuner::SaveState() {
   for (const auto& [id, values] : running_) {
     pk.pack_array(2);
     pk.pack(id);
-    PackAssignment(pk, values);
+    sdk::PackAssignment(pk, values);
   }
   pk.pack(std::string("exhausted"));
   pk.pack(exhausted_);
@@ -415,7 +378,7 @@ void AnnealTuner::LoadState(std::string_view state) {
   for (uint32_t i = 0; i < observations->via.array.size; ++i) {
     const msgpack::object& e = observations->via.array.ptr[i];
     if (e.type != msgpack::type::ARRAY || e.via.array.size != 2) BadState("bad observation");
-    std::optional<sdk::Assignment> a = ParseAssignment(e.via.array.ptr[0], *space_);
+    std::optional<sdk::Assignment> a = sdk::UnpackAssignment(e.via.array.ptr[0], *space_);
     if (!a) BadState("an observation does not fit the search space");
     obs.push_back({*a, StateNumber(&e.via.array.ptr[1], "loss")});
   }
@@ -427,7 +390,7 @@ void AnnealTuner::LoadState(std::string_view state) {
         !sdk::IsInteger(e.via.array.ptr[0])) {
       BadState("bad running entry");
     }
-    std::optional<sdk::Assignment> a = ParseAssignment(e.via.array.ptr[1], *space_);
+    std::optional<sdk::Assignment> a = sdk::UnpackAssignment(e.via.array.ptr[1], *space_);
     if (!a) BadState("a running configuration does not fit the search space");
     run.emplace(sdk::AsInt64(e.via.array.ptr[0], "running id"), *a);
   }

@@ -93,6 +93,14 @@ bool CurvefittingAssessor::AssessTrial(const std::string& trial_id,
 
   const auto step = static_cast<int64_t>(values.size());
   if (!has_best_ || step < start_step_ || step == 0) return true;
+  for (double v : values) {
+    if (!std::isfinite(v)) {
+      // A curve with NaN or inf cannot be fitted: keep going, as with no fit.
+      host().Info("curvefitting: trial " + trial_id + " at step " + std::to_string(step) +
+                  ": the history has a non-finite value; Good");
+      return true;
+    }
+  }
   auto judged = last_judgment_.find(trial_id);
   if (judged != last_judgment_.end() && step - judged->second < gap_) return true;
   last_judgment_[trial_id] = step;
@@ -136,9 +144,16 @@ void CurvefittingAssessor::TrialEnd(const std::string& trial_id, bool success) {
                    " succeeded without an assessed history; best unchanged");
     } else {
       const double final_value = it->second.back();
-      best_ = has_best_ ? std::max(best_, final_value) : final_value;
-      has_best_ = true;
-      ++completed_;
+      if (!std::isfinite(final_value)) {
+        // A NaN or infinite best would make every later judgement Bad (or
+        // Good): such a result does not set the bar.
+        host().Warn("curvefitting: trial " + trial_id +
+                    " ended with a non-finite value; best unchanged");
+      } else {
+        best_ = has_best_ ? std::max(best_, final_value) : final_value;
+        has_best_ = true;
+        ++completed_;
+      }
     }
   }
   if (it != histories_.end()) histories_.erase(it);

@@ -18,43 +18,6 @@ constexpr int64_t kStateVersion = 1;
   throw sdk::Error(TH_INVALID_ARGUMENT, "evolution: saved state: " + what);
 }
 
-template <class Stream>
-void PackAssignment(msgpack::packer<Stream>& pk, const sdk::Assignment& a) {
-  pk.pack_array(static_cast<uint32_t>(a.size()));
-  for (const std::optional<double>& x : a) {
-    if (x) {
-      sdk::PackFloat64(pk, *x);
-    } else {
-      pk.pack_nil();
-    }
-  }
-}
-
-// An assignment read back from a state, if it fits `space`: one entry per
-// parameter, values exactly for the active ones, categorical indices in range.
-std::optional<sdk::Assignment> ParseAssignment(const msgpack::object& o,
-                                               const sdk::SearchSpace& space) {
-  const std::vector<sdk::Parameter>& params = space.params();
-  if (o.type != msgpack::type::ARRAY || o.via.array.size != params.size()) return std::nullopt;
-  sdk::Assignment a(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const msgpack::object& x = o.via.array.ptr[i];
-    const bool active = space.IsActive(i, a);
-    if (x.type == msgpack::type::NIL) {
-      if (active) return std::nullopt;
-      continue;
-    }
-    if (!active || !sdk::IsNumber(x)) return std::nullopt;
-    const double v = sdk::AsDouble(x, "");
-    if (params[i].categorical &&
-        !(v >= 0 && v < static_cast<double>(params[i].size) && v == std::floor(v))) {
-      return std::nullopt;
-    }
-    a[i] = v;
-  }
-  return a;
-}
-
 std::optional<sdk::Assignment> ReadParameters(const sdk::SearchSpace& space,
                                               const msgpack::object& params) {
   try {
@@ -312,7 +275,7 @@ std::string EvolutionTuner::SaveState() {
   pk.pack_array(static_cast<uint32_t>(population_.size()));
   for (const Individual& ind : population_) {
     pk.pack_array(2);
-    PackAssignment(pk, ind.config);
+    sdk::PackAssignment(pk, ind.config);
     if (ind.fitness) {
       sdk::PackFloat64(pk, *ind.fitness);
     } else {
@@ -325,7 +288,7 @@ std::string EvolutionTuner::SaveState() {
     pk.pack_array(3);
     pk.pack(id);
     if (run.config) {
-      PackAssignment(pk, *run.config);
+      sdk::PackAssignment(pk, *run.config);
     } else {
       pk.pack_nil();
     }
@@ -365,7 +328,7 @@ void EvolutionTuner::LoadState(std::string_view state) {
   for (uint32_t i = 0; i < population->via.array.size; ++i) {
     const msgpack::object& e = population->via.array.ptr[i];
     if (e.type != msgpack::type::ARRAY || e.via.array.size != 2) BadState("bad individual");
-    std::optional<sdk::Assignment> config = ParseAssignment(e.via.array.ptr[0], *space_);
+    std::optional<sdk::Assignment> config = sdk::UnpackAssignment(e.via.array.ptr[0], *space_);
     if (!config) BadState("an individual does not fit the search space");
     const msgpack::object& f = e.via.array.ptr[1];
     if (f.type != msgpack::type::NIL && !sdk::IsNumber(f)) BadState("bad fitness");
@@ -384,7 +347,7 @@ void EvolutionTuner::LoadState(std::string_view state) {
     }
     Running r;
     if (e.via.array.ptr[1].type != msgpack::type::NIL) {
-      r.config = ParseAssignment(e.via.array.ptr[1], *space_);
+      r.config = sdk::UnpackAssignment(e.via.array.ptr[1], *space_);
       if (!r.config) BadState("a running configuration does not fit the search space");
     }
     r.has_result = e.via.array.ptr[2].via.boolean;

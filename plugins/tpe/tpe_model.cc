@@ -57,27 +57,41 @@ struct Mixture {
     inv_sigma.resize(mu.size());
     for (size_t i = 0; i < mu.size(); ++i) {
       inv_sigma[i] = 1.0 / std::max(sigma[i], kEps);
-      log_coef[i] = std::log(std::max(weight[i], 1e-300)) + std::log(inv_sigma[i]) - kLogSqrt2Pi;
+      log_coef[i] = std::log(std::max(weight[i], 1e-300) * inv_sigma[i]) - kLogSqrt2Pi;
     }
   }
 
-  // log of the (unnormalized) density at x.
+  // log of the (unnormalized) density at x. Terms more than kCut below the
+  // largest add less than N * e^-kCut relative and are skipped, which saves
+  // the exp for almost every component of a long history.
   double LogPdf(double x, std::vector<double>& scratch) const {
-    scratch.resize(mu.size());
-    for (size_t i = 0; i < mu.size(); ++i) {
+    constexpr double kCut = 36.0;
+    const size_t n = mu.size();
+    scratch.resize(n);
+    double m = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
       const double z = (x - mu[i]) * inv_sigma[i];
       scratch[i] = log_coef[i] - 0.5 * z * z;
+      m = std::max(m, scratch[i]);
     }
-    return LogSumExp(scratch.data(), scratch.size());
+    if (!std::isfinite(m)) return m;
+    const double floor = m - kCut;
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (scratch[i] > floor) sum += std::exp(scratch[i] - m);
+    }
+    return m + std::log(sum);
   }
 };
 
 // NNI's adaptive_parzen_normal on values already sorted, with their weights,
 // plus the prior component (mu, sigma, prior_weight) at its sorted place.
-Mixture AdaptiveParzen(const std::vector<std::pair<double, double>>& sorted_values_weights,
-                       double prior_mu, double prior_sigma, double prior_weight) {
-  Mixture m;
+// `m` is overwritten; passing the same one again reuses its memory.
+void AdaptiveParzen(const std::vector<std::pair<double, double>>& sorted_values_weights,
+                    double prior_mu, double prior_sigma, double prior_weight, Mixture& m) {
   const size_t n = sorted_values_weights.size() + 1;
+  m.mu.clear();
+  m.weight.clear();
   m.mu.reserve(n);
   m.weight.reserve(n);
   size_t prior_index = n - 1;
@@ -111,7 +125,6 @@ Mixture AdaptiveParzen(const std::vector<std::pair<double, double>>& sorted_valu
   const double floor = prior_sigma / static_cast<double>(std::min<size_t>(100, n + 1));
   for (double& s : m.sigma) s = std::min(std::max(s, floor), prior_sigma);
   m.Finish();
-  return m;
 }
 
 // A draw from `weights` (unnormalized, total > 0), one engine output.
@@ -149,6 +162,21 @@ struct ParamHistory {
   std::vector<uint32_t> by_loss;
   std::vector<uint32_t> by_value;
 
+  // Appends without indexing (bulk loads); Reindex() afterwards.
+  void Append(double value, double loss) {
+    values.push_back(value);
+    losses.push_back(loss);
+  }
+  void Reindex() {
+    by_loss.resize(values.size());
+    std::iota(by_loss.begin(), by_loss.end(), 0u);
+    by_value = by_loss;
+    std::stable_sort(by_loss.begin(), by_loss.end(),
+                     [&](uint32_t a, uint32_t b) { return losses[a] < losses[b]; });
+    std::stable_sort(by_value.begin(), by_value.end(),
+                     [&](uint32_t a, uint32_t b) { return values[a] < values[b]; });
+  }
+
   void Add(double value, double loss) {
     const uint32_t k = static_cast<uint32_t>(values.size());
     values.push_back(value);
@@ -185,14 +213,29 @@ struct Model::Impl {
     }
   }
 
-  void Add(const sdk::Assignment& x, double loss) {
+  // `index` false: append only (a bulk load calls Reindex() at the end), so
+  // loading N observations costs O(N log N), not O(N^2).
+  void Add(const sdk::Assignment& x, double loss, bool index = true) {
     if (!std::isfinite(loss) || x.size() != per_param.size()) return;
     xs.push_back(x);
     losses.push_back(loss);
     for (size_t i = 0; i < x.size(); ++i) {
-      if (x[i]) per_param[i].Add(*x[i], loss);
+      if (!x[i]) continue;
+      if (index) {
+        per_param[i].Add(*x[i], loss);
+      } else {
+        per_param[i].Append(*x[i], loss);
+      }
     }
-    joint_losses.Add(0.0, loss);
+    if (index) {
+      joint_losses.Add(0.0, loss);
+    } else {
+      joint_losses.Append(0.0, loss);
+    }
+  }
+  void Reindex() {
+    for (ParamHistory& h : per_param) h.Reindex();
+    joint_losses.Reindex();
   }
 
   size_t NBelow(size_t n) const {
@@ -208,9 +251,11 @@ struct Model::Impl {
     std::vector<uint32_t> real_pos;  // by arrival index
     size_t lie_start = 0;            // lies take [lie_start, lie_start + lies)
   };
-  static LossOrder Order(const std::vector<uint32_t>& by_loss,
-                         const std::vector<double>& real_losses, size_t lies, double lie) {
-    LossOrder o;
+  static const LossOrder& Order(const std::vector<uint32_t>& by_loss,
+                                const std::vector<double>& real_losses, size_t lies, double lie) {
+    // Reused between calls: a long history would otherwise allocate (and
+    // page-fault) megabytes per suggestion.
+    thread_local LossOrder o;
     o.real_pos.resize(real_losses.size());
     o.lie_start = static_cast<size_t>(
         std::upper_bound(by_loss.begin(), by_loss.end(), lie,
@@ -237,13 +282,15 @@ struct Model::Impl {
     const size_t real = h.values.size();
     const size_t n = real + lie_values.size();
     const size_t n_below = NBelow(n);
-    const LossOrder order = Order(h.by_loss, h.losses, lie_values.size(), lie);
+    const LossOrder& order = Order(h.by_loss, h.losses, lie_values.size(), lie);
     const double pw = options.prior_weight;
     const double k = static_cast<double>(p.size);
 
     // Weighted counts per group, kept sparse (randint can be huge):
     // (category, weight) entries, and the group's total with the prior.
-    std::vector<std::pair<double, double>> below, above;
+    thread_local std::vector<std::pair<double, double>> below, above;
+    below.clear();
+    above.clear();
     auto add = [&](double value, size_t pos) {
       (pos < n_below ? below : above).emplace_back(value, GroupWeight(pos, n_below, n, 0));
     };
@@ -298,11 +345,13 @@ struct Model::Impl {
     const size_t real = h.values.size();
     const size_t n = real + lie_values.size();
     const size_t n_below = NBelow(n);
-    const LossOrder order = Order(h.by_loss, h.losses, lie_values.size(), lie);
+    const LossOrder& order = Order(h.by_loss, h.losses, lie_values.size(), lie);
 
     // Both groups sorted by value: walk the value-sorted reals, then merge
     // in the lies (few) sorted by value.
-    std::vector<std::pair<double, double>> below, above;  // (value, weight)
+    thread_local std::vector<std::pair<double, double>> below, above;  // (value, weight)
+    below.clear();
+    above.clear();
     above.reserve(n);
     for (uint32_t idx : h.by_value) {
       const size_t pos = order.real_pos[idx];
@@ -326,8 +375,9 @@ struct Model::Impl {
         group->swap(merged);
       }
     }
-    const Mixture good = AdaptiveParzen(below, prior.mu, prior.sigma, options.prior_weight);
-    const Mixture bad = AdaptiveParzen(above, prior.mu, prior.sigma, options.prior_weight);
+    thread_local Mixture good, bad;
+    AdaptiveParzen(below, prior.mu, prior.sigma, options.prior_weight, good);
+    AdaptiveParzen(above, prior.mu, prior.sigma, options.prior_weight, bad);
 
     // Candidates: draws from the good mixture, inside the bounds.
     const size_t n_cand = static_cast<size_t>(options.n_ei_candidates);
@@ -345,7 +395,7 @@ struct Model::Impl {
       }
     }
 
-    std::vector<double> scratch;
+    thread_local std::vector<double> scratch;
     size_t best = 0;
     double best_score = -std::numeric_limits<double>::infinity();
     for (size_t c = 0; c < cand.size(); ++c) {
@@ -434,7 +484,7 @@ struct Model::Impl {
     const size_t real = xs.size();
     const size_t n = real + pending.size();
     const size_t n_below = NBelow(n);
-    const LossOrder order = Order(joint_losses.by_loss, losses, pending.size(), lie);
+    const LossOrder& order = Order(joint_losses.by_loss, losses, pending.size(), lie);
     const size_t dims = joint.size();
 
     auto values_of = [&](const sdk::Assignment& a) {
@@ -524,6 +574,10 @@ Model& Model::operator=(const Model& other) {
 }
 
 void Model::Add(const sdk::Assignment& x, double loss) { impl_->Add(x, loss); }
+void Model::AddMany(const std::vector<std::pair<sdk::Assignment, double>>& observations) {
+  for (const auto& [x, loss] : observations) impl_->Add(x, loss, /*index=*/false);
+  impl_->Reindex();
+}
 size_t Model::size() const { return impl_->xs.size(); }
 const Options& Model::options() const { return impl_->options; }
 
@@ -535,16 +589,8 @@ sdk::Assignment Model::Suggest(std::mt19937_64& rng, const std::vector<sdk::Assi
 void Model::Pack(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack_array(static_cast<uint32_t>(impl_->xs.size()));
   for (size_t i = 0; i < impl_->xs.size(); ++i) {
-    const sdk::Assignment& x = impl_->xs[i];
     pk.pack_array(2);
-    pk.pack_array(static_cast<uint32_t>(x.size()));
-    for (const std::optional<double>& v : x) {
-      if (v) {
-        sdk::PackFloat64(pk, *v);
-      } else {
-        pk.pack_nil();
-      }
-    }
+    sdk::PackAssignment(pk, impl_->xs[i]);
     sdk::PackFloat64(pk, impl_->losses[i]);
   }
 }
@@ -555,23 +601,17 @@ void Model::Unpack(const msgpack::object& o) {
   };
   if (o.type != msgpack::type::ARRAY) throw bad("not an array");
   Impl fresh(impl_->space, impl_->options);
-  const size_t width = impl_->space->params().size();
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
     const msgpack::object& rec = o.via.array.ptr[i];
-    if (rec.type != msgpack::type::ARRAY || rec.via.array.size != 2 ||
-        rec.via.array.ptr[0].type != msgpack::type::ARRAY ||
-        rec.via.array.ptr[0].via.array.size != width || !sdk::IsNumber(rec.via.array.ptr[1])) {
-      throw bad("record " + std::to_string(i) + " does not fit the search space");
+    std::optional<sdk::Assignment> x;
+    if (rec.type == msgpack::type::ARRAY && rec.via.array.size == 2 &&
+        sdk::IsNumber(rec.via.array.ptr[1])) {
+      x = sdk::UnpackAssignment(rec.via.array.ptr[0], *impl_->space);
     }
-    sdk::Assignment x(width);
-    for (size_t d = 0; d < width; ++d) {
-      const msgpack::object& v = rec.via.array.ptr[0].via.array.ptr[d];
-      if (v.type == msgpack::type::NIL) continue;
-      if (!sdk::IsNumber(v)) throw bad("record " + std::to_string(i) + " has a non-number");
-      x[d] = sdk::AsDouble(v, "value");
-    }
-    fresh.Add(x, sdk::AsDouble(rec.via.array.ptr[1], "loss"));
+    if (!x) throw bad("record " + std::to_string(i) + " does not fit the search space");
+    fresh.Add(*x, sdk::AsDouble(rec.via.array.ptr[1], "loss"), /*index=*/false);
   }
+  fresh.Reindex();
   *impl_ = std::move(fresh);
 }
 

@@ -71,13 +71,16 @@ void TpeTuner::UpdateSearchSpace(const msgpack::object& space) {
   auto model = std::make_unique<tpe::Model>(parsed.get(), options_);
   // Carry the history over: results whose parameters fit the new space.
   size_t dropped = 0;
+  std::vector<std::pair<sdk::Assignment, double>> kept;
+  kept.reserve(results_.size());
   for (const auto& [params, loss] : results_) {
     try {
-      model->Add(parsed->FromParameters(params.get()), loss);
+      kept.emplace_back(parsed->FromParameters(params.get()), loss);
     } catch (const sdk::Error&) {
       ++dropped;
     }
   }
+  model->AddMany(kept);
   if (dropped > 0) {
     host().Info("tpe: " + std::to_string(dropped) +
                 " earlier results do not fit the new search space and are not used");
@@ -219,14 +222,7 @@ std::string TpeTuner::SaveState() {
   for (const auto& [id, x] : running_) {
     pk.pack_array(2);
     pk.pack(id);
-    pk.pack_array(static_cast<uint32_t>(x.size()));
-    for (const std::optional<double>& v : x) {
-      if (v) {
-        sdk::PackFloat64(pk, *v);
-      } else {
-        pk.pack_nil();
-      }
-    }
+    sdk::PackAssignment(pk, x);
   }
   pk.pack(std::string("results"));
   pk.pack_array(static_cast<uint32_t>(results_.size()));
@@ -265,20 +261,15 @@ void TpeTuner::LoadState(std::string_view state) {
     BadState("bad running, results or exhausted");
   }
   std::map<int64_t, sdk::Assignment> run;
-  const size_t width = space_->params().size();
   for (uint32_t i = 0; i < running.via.array.size; ++i) {
     const msgpack::object& r = running.via.array.ptr[i];
-    if (r.type != msgpack::type::ARRAY || r.via.array.size != 2 ||
-        !sdk::IsInteger(r.via.array.ptr[0]) || r.via.array.ptr[1].type != msgpack::type::ARRAY ||
-        r.via.array.ptr[1].via.array.size != width) {
-      BadState("bad running entry");
+    std::optional<sdk::Assignment> x;
+    if (r.type == msgpack::type::ARRAY && r.via.array.size == 2 &&
+        sdk::IsInteger(r.via.array.ptr[0])) {
+      x = sdk::UnpackAssignment(r.via.array.ptr[1], *space_);
     }
-    sdk::Assignment x(width);
-    for (size_t d = 0; d < width; ++d) {
-      const msgpack::object& v = r.via.array.ptr[1].via.array.ptr[d];
-      if (v.type != msgpack::type::NIL) x[d] = sdk::AsDouble(v, "tpe: saved state: running");
-    }
-    run[sdk::AsInt64(r.via.array.ptr[0], "tpe: saved state: running id")] = std::move(x);
+    if (!x) BadState("bad running entry");
+    run[sdk::AsInt64(r.via.array.ptr[0], "tpe: saved state: running id")] = std::move(*x);
   }
   // Results rebuild the liar's statistics and the carried-over history.
   std::vector<std::pair<sdk::OwnedObject, double>> res;

@@ -7,12 +7,16 @@
 // "none" = no liar), n_startup_jobs 20, n_ei_candidates 24,
 // linear_forgetting 25, prior_weight 1.0, gamma 0.25, multivariate false}.
 //
+// Kept from NNI although hyperopt differs: the good/bad split
+// ceil(gamma * sqrt(N)) capped at linear_forgetting, and the linear-forgetting
+// ramp applied in LOSS order within each group (NNI sorts a group by loss
+// before weighting it, so in the bad group the observations closest to the
+// good ones weigh least; hyperopt ramps by age).
+//
 // Deviations from NNI, on purpose:
-// - The linear-forgetting ramp weighs observations by AGE (oldest lightest),
-//   as hyperopt and the TPE paper do. NNI applies the ramp in loss order
-//   (the best "bad" observations weigh least) and, through an indexing slip,
-//   gives the prior of a numeric parameter weight 1 whatever prior_weight is;
-//   here prior_weight is honoured.
+// - prior_weight is honoured for numeric parameters; through an indexing
+//   slip NNI gives their prior weight 1 whatever prior_weight is (the same
+//   at the default 1.0).
 // - constant_liar_type "none" disables the liar (NNI only recognises a YAML
 //   null, because of a `.lower` typo).
 // - Imported results and results of customized trials also update the liar

@@ -265,6 +265,46 @@ TEST_F(EngineTest, ExhaustedTunerFinishesExperimentInsteadOfHanging) {
   EXPECT_NE(engine_->status(), ExperimentStatus::kDone);
   engine_->OnTunerBarrier(now_);
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+  // The ids it kept are revoked: a late send_trial for them is refused.
+  EXPECT_FALSE(engine_->ids().Claim(ids[1]));
+}
+
+// A credit the tuner claimed just before the barrier is not lost: the
+// experiment waits for its trial.
+TEST_F(EngineTest, CreditClaimedBeforeTheBarrierStillBecomesATrial) {
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  Hello("w1", 2);
+  auto ids = sink_.requests.at(0);
+  engine_->OnParameters(ids, {{ids[0], Params(1)}}, true, Status::Ok(), now_);
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  engine_->OnParameters(sink_.requests.at(1), {}, true, Status::Ok(), now_);
+  ASSERT_EQ(sink_.barriers, 1);
+  ASSERT_TRUE(engine_->ids().Claim(ids[1]));  // the tuner's send_trial, racing
+  engine_->OnTunerBarrier(now_);
+  EXPECT_NE(engine_->status(), ExperimentStatus::kDone);
+  engine_->OnSentTrial(ids[1], Params(2), now_);
+  EXPECT_EQ(engine_->stats().created, 2u);
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+}
+
+// A tuner that once answered short but then answers in full is producing on
+// demand: its old credits stop holding a slot.
+TEST_F(EngineTest, FullAnswerReleasesEarlierCredits) {
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  Hello("w1", 2);
+  auto ids = sink_.requests.at(0);
+  engine_->OnParameters(ids, {{ids[0], Params(1)}}, true, Status::Ok(), now_);
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  auto again = sink_.requests.at(1);
+  ASSERT_EQ(again.size(), 1u) << "one slot is held by the credit";
+  engine_->OnParameters(again, {{again[0], Params(2)}}, false, Status::Ok(), now_);
+  EXPECT_FALSE(engine_->ids().Claim(ids[1])) << "the old credit is revoked";
+  ASSERT_EQ(sink_.requests.size(), 3u) << "the freed slot is asked for";
+  EXPECT_EQ(sink_.requests[2].size(), 1u);
 }
 
 // NNI's credit pattern: ids the tuner did not answer count against the
@@ -286,13 +326,15 @@ TEST_F(EngineTest, CreditedIdsCountUntilTheTunerSendsThem) {
   ASSERT_EQ(sink_.requests.size(), 2u);
   EXPECT_EQ(sink_.requests[1].size(), 1u);
   engine_->OnParameters(sink_.requests[1], {}, true, Status::Ok(), now_);
-  // The tuner serves its credits later (send_trial): both become trials.
+  // The tuner serves its credits later (send_trial claims the id, as the
+  // server does, then the engine creates the trial): both become trials.
+  ASSERT_TRUE(engine_->ids().Claim(ids[2]));
   engine_->OnSentTrial(ids[2], Params(3), now_);
+  ASSERT_TRUE(engine_->ids().Claim(sink_.requests[1][0]));
   engine_->OnSentTrial(sink_.requests[1][0], Params(4), now_);
   EXPECT_EQ(engine_->stats().created, 4u);
-  // An id nobody owes is ignored.
-  engine_->OnSentTrial(ids[2], Params(5), now_);
-  EXPECT_EQ(engine_->stats().created, 4u);
+  // An id used once cannot be sent again.
+  EXPECT_FALSE(engine_->ids().Claim(ids[2]));
   size_t asked = sink_.requests.size();
   for (size_t i = 1; i < sink_.jobs.size(); ++i) {
     Start("w1", sink_.jobs[i]);

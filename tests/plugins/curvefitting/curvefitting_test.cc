@@ -373,7 +373,23 @@ TEST(CurvefittingAssessorTest, UnpredictableHistoriesAreGood) {
   std::vector<double> broken = Curve(10, Flat);
   broken[2] = NAN;
   EXPECT_TRUE(Assess(*a, "nan", broken));
-  EXPECT_TRUE(host.Logged(TH_LOG_INFO, "trial nan at step 10: only 0 curves fit"));
+  EXPECT_TRUE(host.Logged(TH_LOG_INFO, "trial nan at step 10: the history has a non-finite"));
+}
+
+// A trial whose last value is NaN or infinite does not become the bar every
+// later trial is judged against.
+TEST(CurvefittingAssessorTest, NonFiniteFinalValueDoesNotSetTheBest) {
+  RecordingHost host;
+  auto a = Make(host, R"({"seed": 1, "start_step": 0})");
+  std::vector<double> curve = Curve(20, [](double) { return 0.9; });
+  curve.back() = NAN;
+  Finish(*a, "nan", curve);
+  curve.back() = INFINITY;
+  Finish(*a, "inf", curve);
+  EXPECT_EQ(a->completed_count(), 0);
+  Finish(*a, "real", Curve(20, [](double) { return 0.9; }));
+  EXPECT_EQ(a->best(), 0.9);
+  EXPECT_EQ(a->completed_count(), 1);
 }
 
 TEST(CurvefittingAssessorTest, MetricMapsUseTheirDefaultValue) {

@@ -89,8 +89,13 @@ class EngineSink {
 class ParameterIdPool {
  public:
   std::vector<int64_t> Allocate(size_t n);
-  // True exactly once per allocated id.
+  // True exactly once per allocated id: for the trial that uses it (emitted
+  // by generate or sent later through send_trial), or for the engine when it
+  // stops waiting for a credit (Revoke). Whoever gets true owns the id.
   bool Claim(int64_t id);
+  bool Revoke(int64_t id) { return Claim(id); }
+  // Allocated and neither claimed nor revoked.
+  bool IsOpen(int64_t id) const;
   // Next id that Allocate would hand out (for numbering after resume).
   int64_t next() const;
 
@@ -194,6 +199,8 @@ class Engine {
   void Pump(Clock::time_point now);
   void UpdateStatus(Clock::time_point now);
   size_t ActiveCount() const { return waiting_.size() + offered_.size() + running_; }
+  // Stops waiting for the credits the tuner has not claimed yet.
+  void RevokeCredits();
 
   EngineOptions options_;
   EngineSink* sink_;

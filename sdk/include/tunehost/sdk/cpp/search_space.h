@@ -584,4 +584,44 @@ class SearchSpace {
   std::vector<Space> spaces_;
 };
 
+// --- Assignments in saved plugin state ---
+
+// An array with one float64 per active parameter and nil for inactive ones.
+template <class Stream>
+void PackAssignment(msgpack::packer<Stream>& pk, const Assignment& a) {
+  pk.pack_array(static_cast<uint32_t>(a.size()));
+  for (const std::optional<double>& x : a) {
+    if (x) {
+      PackFloat64(pk, *x);
+    } else {
+      pk.pack_nil();
+    }
+  }
+}
+
+// An assignment read back from saved state, if it fits `space`: one entry per
+// parameter, values exactly for the active ones, categorical indices in range.
+inline std::optional<Assignment> UnpackAssignment(const msgpack::object& o,
+                                                  const SearchSpace& space) {
+  const std::vector<Parameter>& params = space.params();
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != params.size()) return std::nullopt;
+  Assignment a(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const msgpack::object& x = o.via.array.ptr[i];
+    const bool active = space.IsActive(i, a);
+    if (x.type == msgpack::type::NIL) {
+      if (active) return std::nullopt;
+      continue;
+    }
+    if (!active || !IsNumber(x)) return std::nullopt;
+    const double v = AsDouble(x, "");
+    if (params[i].categorical &&
+        !(v >= 0 && v < static_cast<double>(params[i].size) && v == std::floor(v))) {
+      return std::nullopt;
+    }
+    a[i] = v;
+  }
+  return a;
+}
+
 }  // namespace tunehost::sdk
