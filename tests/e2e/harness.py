@@ -13,6 +13,7 @@ import tempfile
 import time
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from tunehost import protocol
 
@@ -37,14 +38,23 @@ def free_ports(n):
     return ports
 
 
-def wait_for(predicate, timeout, what):
-    """Polls predicate until true; fails the test with `what` after timeout."""
+def wait_for_or_none(predicate, timeout):
+    """Polls predicate until it returns something true (returned), or None
+    after timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.02)
+    return None
+
+
+def wait_for(predicate, timeout, what):
+    """Polls predicate until true; fails the test with `what` after timeout."""
+    value = wait_for_or_none(predicate, timeout)
+    if value:
+        return value
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
@@ -71,11 +81,20 @@ class Host:
         self.events = self.ctx.socket(zmq.SUB)
         self.events.setsockopt(zmq.LINGER, 0)
         self.events.setsockopt(zmq.SUBSCRIBE, b"event.")
+        # PUB drops what is published before a subscriber is connected (ZeroMQ's
+        # slow joiner): watch the SUB until its handshake with the host is done.
+        monitor = self.events.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self.events.connect(self.endpoints["events"])
         self.ids = itertools.count(1)
         self.seen_events = []
-        # The host is up when it answers a ping (the SUB is connected by then too).
         wait_for(lambda: self._try_ping(), 20, "the host to answer PI")
+        wait_for(lambda: monitor.poll(100) and recv_monitor_message(monitor), 20,
+                 "the event subscriber to connect")
+        self.events.disable_monitor()
+        monitor.close()
+        # The subscription travels right after the handshake; one more round
+        # trip through the host lets its I/O thread take it in.
+        self.request("PI", {})
 
     def _try_ping(self):
         try:
