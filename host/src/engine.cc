@@ -21,6 +21,7 @@ std::string_view ToString(ExperimentStatus s) {
     case ExperimentStatus::kStopping: return "STOPPING";
     case ExperimentStatus::kStopped: return "STOPPED";
     case ExperimentStatus::kError: return "ERROR";
+    case ExperimentStatus::kViewed: return "VIEWED";
   }
   return "ERROR";
 }
@@ -51,6 +52,11 @@ int64_t ParameterIdPool::next() const {
   return next_;
 }
 
+void ParameterIdPool::StartAt(int64_t next) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_ = std::max(next_, next);
+}
+
 Engine::Engine(EngineOptions options, EngineSink* sink)
     : options_(std::move(options)), sink_(sink) {
   if (options_.concurrency == 0) options_.concurrency = 1;
@@ -65,12 +71,12 @@ void Engine::SetOptions(EngineOptions options) {
 void Engine::Start(Clock::time_point now) {
   if (status_ != ExperimentStatus::kInitialized) return;
   status_ = ExperimentStatus::kRunning;
-  started_ = now;
+  started_ = now - restored_elapsed_;
   Pump(now);
 }
 
 void Engine::Stop(std::string_view reason) {
-  if (finished()) return;
+  if (finished() || status_ == ExperimentStatus::kViewed) return;
   status_ = ExperimentStatus::kStopped;
   RevokeCredits();
   credited_.clear();
@@ -156,7 +162,16 @@ Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Pack
     t.state = TrialState::kRunning;  // run by the client that asked for it
     t.started_at = now;
   }
+  sink_->TrialChanged(t, "created", p::ToString(source));
   sink_->Publish(JobFor(t));
+  if (source != p::ParameterSource::kExternal) {
+    for (auto& m : middleware_) {
+      if (std::optional<p::Metric> result = m->OnSubmit(t)) {
+        AnswerFromMiddleware(t, *result, m->name(), now);
+        break;
+      }
+    }
+  }
   return t;
 }
 
@@ -230,6 +245,7 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
       t.started_at = now;
       w.running.insert(t.id);
       ++running_;
+      sink_->TrialChanged(t, "reattached", "");
       spdlog::info("trial {} attempt {} re-attached to worker {}", t.id, t.attempt, w.id);
       continue;
     }
@@ -288,6 +304,7 @@ void Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   t.missed_heartbeats = 0;
   w->running.insert(t.id);
   ++running_;
+  sink_->TrialChanged(t, "started", "");
   spdlog::debug("trial {} attempt {} running on {}", t.id, t.attempt, m.worker_id);
   Pump(now);
 }
@@ -338,11 +355,13 @@ void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
     spdlog::info("trial {} re-offered as attempt {}: {}", t.id, t.attempt, why);
   }
   waiting_.push_front(t.id);
+  sink_->TrialChanged(t, "requeued", why);
 }
 
 void Engine::Kill(Trial& t, std::string_view reason) {
   if (t.worker_id.empty()) return;
   t.kill_sent = true;
+  sink_->TrialChanged(t, "kill", reason);
   p::KillTrialJob ki{t.id, t.attempt, std::string(reason)};
   sink_->SendToWorker(t.worker_id, ki);
   sink_->Publish(ki);
@@ -369,14 +388,24 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     spdlog::debug("metric for ended trial {} dropped", t.id);
     return Status::Ok();
   }
-  if (m.type == p::MetricType::kFinal) {
-    if (t.final_metric) return Status::Ok();  // duplicate
+  const bool final = m.type == p::MetricType::kFinal;
+  if (final ? t.final_metric.has_value() : t.periodical.count(m.sequence) != 0) {
+    return Status::Ok();  // duplicate
+  }
+  TrialEvent event;
+  event.kind = final ? TrialEventKind::kFinalMetric : TrialEventKind::kIntermediateMetric;
+  event.trial = &t;
+  event.metric = &m;
+  if (!Dispatch(event)) return Status::Ok();
+  if (final) {
     t.final_metric = m.value;
+    sink_->MetricAccepted(t, m);
     sink_->Publish(m);
     sink_->TunerResult(t, m.value);
     return Status::Ok();
   }
   if (!t.periodical.emplace(m.sequence, m.value).second) return Status::Ok();  // duplicate
+  sink_->MetricAccepted(t, m);
   sink_->Publish(m);
   if (!options_.has_assessor || t.assessor_stopped) return Status::Ok();
   // NNI: assess the contiguous history from sequence 0; wait while a gap
@@ -419,6 +448,17 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
   if (it == trials_.end()) return Status::NotFound("unknown trial " + m.trial_id);
   Trial& t = it->second;
   if (t.state == TrialState::kEnded) return Status::Ok();  // duplicate
+  if (t.source != p::ParameterSource::kExternal && t.state == TrialState::kOffered &&
+      t.attempt == m.attempt && !m.worker_id.empty()) {
+    // The worker ran this attempt and its TS was lost, or the host restarted
+    // while it ran (a resumed trial waits as an offer): the end counts.
+    offered_.erase(t.id);
+    t.state = TrialState::kRunning;
+    t.worker_id = m.worker_id;
+    ++running_;
+    if (auto w = workers_.find(m.worker_id); w != workers_.end()) w->second.running.insert(t.id);
+    sink_->TrialChanged(t, "reattached", "its worker reported its end");
+  }
   if (t.source != p::ParameterSource::kExternal &&
       (t.attempt != m.attempt || t.state != TrialState::kRunning)) {
     spdlog::debug("end of superseded attempt {} of trial {} ignored", m.attempt, t.id);
@@ -432,6 +472,11 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
   if (t.assessor_stopped && status == p::TrialStatus::kUserCanceled) {
     status = p::TrialStatus::kEarlyStopped;
   }
+  TrialEvent event;
+  event.kind = TrialEventKind::kTrainingEnd;
+  event.trial = &t;
+  event.status = status;
+  if (!Dispatch(event)) return Status::Ok();
   EndTrial(t, status, m.error, now);
   Pump(now);
   return Status::Ok();
@@ -452,18 +497,21 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
   t.error = std::move(error);
   t.ended_at = now;
   bool success = status == p::TrialStatus::kSucceeded;
-  if (!t.final_metric && success && !t.periodical.empty()) {
-    // A trial that ended without a FINAL result: its last result is final
-    // (Ray Tune's __duplicate__ rule).
+  // A trial that ended without a FINAL result: its last result is final
+  // (Ray Tune's __duplicate__ rule).
+  const bool synthesize = !t.final_metric && success && !t.periodical.empty();
+  if (synthesize) {
     t.final_metric = t.periodical.rbegin()->second;
     t.final_synthesized = true;
-    sink_->TunerResult(t, *t.final_metric);
   }
+  ended_order_.push_back(t.id);
+  sink_->TrialChanged(t, "ended", t.error);
+  if (synthesize) sink_->TunerResult(t, *t.final_metric);
   sink_->TunerTrialEnd(t, success);
   if (t.assessed) sink_->AssessorTrialEnd(t, success);
   p::TrialEnd en{t.id, t.attempt, status, t.error, t.worker_id};
   sink_->Publish(en);
-  ended_order_.push_back(t.id);
+  for (auto& m : middleware_) m->OnEnded(t);
   tuner_exhausted_ = false;  // a trial end is when NNI asks the tuner again
   sink_->TrialFinished(t);
 }
@@ -630,7 +678,8 @@ void Engine::Pump(Clock::time_point now) {
 
 void Engine::UpdateStatus(Clock::time_point now) {
   if (status_ == ExperimentStatus::kError || status_ == ExperimentStatus::kStopped ||
-      status_ == ExperimentStatus::kDone || status_ == ExperimentStatus::kInitialized) {
+      status_ == ExperimentStatus::kDone || status_ == ExperimentStatus::kInitialized ||
+      status_ == ExperimentStatus::kViewed) {
     return;
   }
   bool idle = ActiveCount() == 0 && inflight_ids_ == 0;
@@ -650,6 +699,214 @@ void Engine::UpdateStatus(Clock::time_point now) {
     status_ = idle ? ExperimentStatus::kDone : ExperimentStatus::kTunerNoMoreTrial;
   } else {
     status_ = ExperimentStatus::kRunning;
+  }
+}
+
+// --- resume (issue #5) ---
+
+void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds reattach_grace) {
+  const std::string id = t.id;
+  Trial& r = trials_[id] = std::move(t);
+  next_sequence_ = std::max(next_sequence_, r.sequence_id + 1);
+  if (r.source != p::ParameterSource::kExternal) ++stats_.created;
+  switch (r.state) {
+    case TrialState::kEnded:
+      ended_order_.push_back(id);
+      for (auto& m : middleware_) m->OnEnded(r);
+      break;
+    case TrialState::kRunning:
+      if (r.source == p::ParameterSource::kExternal) break;  // its client reports it
+      // Its worker may still run it: hold it as an offer whose lease ends
+      // after the grace period. A worker that re-announces it (WH after our
+      // HR) takes it back; otherwise it is re-offered with a new attempt.
+      r.state = TrialState::kOffered;
+      r.worker_id.clear();
+      r.offered_at = now + reattach_grace - options_.ack_timeout;
+      offered_.insert(id);
+      break;
+    case TrialState::kWaiting:
+    case TrialState::kOffered:
+      r.state = TrialState::kWaiting;
+      r.worker_id.clear();
+      waiting_.push_back(id);
+      break;
+  }
+}
+
+void Engine::RestoreCounters(int64_t next_parameter_id, std::chrono::milliseconds elapsed) {
+  ids_.StartAt(next_parameter_id);
+  restored_elapsed_ = elapsed;
+}
+
+void Engine::SetViewed() {
+  if (status_ == ExperimentStatus::kInitialized) status_ = ExperimentStatus::kViewed;
+}
+
+Clock::duration Engine::elapsed(Clock::time_point now) const {
+  if (status_ == ExperimentStatus::kInitialized || status_ == ExperimentStatus::kViewed) {
+    return restored_elapsed_;
+  }
+  return now - started_;
+}
+
+// --- control (issue #5) ---
+
+std::vector<const Trial*> Engine::TrialsInOrder() const {
+  std::vector<const Trial*> out;
+  out.reserve(trials_.size());
+  for (const auto& [id, trial] : trials_) out.push_back(&trial);
+  std::sort(out.begin(), out.end(),
+            [](const Trial* a, const Trial* b) { return a->sequence_id < b->sequence_id; });
+  return out;
+}
+
+std::string_view Engine::ControlStatus(const Trial& t) {
+  switch (t.state) {
+    case TrialState::kWaiting:
+    case TrialState::kOffered: return "WAITING";
+    case TrialState::kRunning: return "RUNNING";
+    case TrialState::kEnded: break;
+  }
+  return t.status ? p::ToString(*t.status) : "FAILED";
+}
+
+std::vector<std::pair<std::string, uint64_t>> Engine::CountsByStatus() const {
+  constexpr size_t kN = std::size(p::kControlTrialStatuses);
+  uint64_t counts[kN] = {};
+  for (const auto& [id, trial] : trials_) {
+    std::string_view s = ControlStatus(trial);
+    for (size_t i = 0; i < kN; ++i) {
+      if (s == p::kControlTrialStatuses[i]) ++counts[i];
+    }
+  }
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < kN; ++i) {
+    if (counts[i] != 0) out.emplace_back(p::kControlTrialStatuses[i], counts[i]);
+  }
+  return out;
+}
+
+Status Engine::KillTrial(const std::string& id, Clock::time_point now) {
+  auto it = trials_.find(id);
+  if (it == trials_.end()) return Status::NotFound("unknown trial " + id);
+  Trial& t = it->second;
+  if (t.state == TrialState::kEnded) {
+    return Status::BadState("trial " + id + " has already ended (" +
+                            std::string(ControlStatus(t)) + ")");
+  }
+  spdlog::info("experiment {}: trial {} killed by a client", options_.experiment_id, t.id);
+  if (t.state == TrialState::kRunning && !t.worker_id.empty()) {
+    // Its worker stops it and answers EN USER_CANCELED; the trial ends then.
+    Kill(t, "user");
+    return Status::Ok();
+  }
+  // Nothing runs it (queued, an offer not answered yet, or an external
+  // trial): it ends now. A worker that starts the offer later is told
+  // "superseded" by OnStarted.
+  EndTrial(t, p::TrialStatus::kUserCanceled, "killed by user", now);
+  Pump(now);
+  return Status::Ok();
+}
+
+Status Engine::UpdateLimits(std::optional<uint32_t> concurrency,
+                            std::optional<uint64_t> max_trials,
+                            std::optional<double> max_duration_s, Clock::time_point now) {
+  // Steady-clock arithmetic is in nanoseconds: longer budgets would overflow
+  // it, and 100 years is unlimited in practice.
+  constexpr double kMaxDurationS = 100.0 * 365 * 86400;
+  if (concurrency && *concurrency == 0) return Status::BadField("concurrency: must be >= 1");
+  if (max_duration_s && !(*max_duration_s >= 0 && *max_duration_s < 1e300)) {
+    return Status::BadField("max_duration_s: must be a finite number >= 0");
+  }
+  const bool changeable = status_ == ExperimentStatus::kInitialized ||
+                          status_ == ExperimentStatus::kRunning ||
+                          status_ == ExperimentStatus::kNoMoreTrial ||
+                          status_ == ExperimentStatus::kTunerNoMoreTrial;
+  if (!changeable) {
+    return Status::BadState("experiment is " + std::string(ToString(status_)) +
+                            ": its limits can no longer change");
+  }
+  if (concurrency) options_.concurrency = *concurrency;
+  if (max_trials) options_.max_trials = *max_trials;
+  if (max_duration_s) {
+    double s = std::min(*max_duration_s, kMaxDurationS);
+    options_.max_duration = std::chrono::milliseconds(static_cast<int64_t>(s * 1000 + 0.5));
+  }
+  spdlog::info("experiment {}: limits now concurrency {}, max_trials {}, max_duration {} ms",
+               options_.experiment_id, options_.concurrency, options_.max_trials,
+               options_.max_duration.count());
+  if (status_ == ExperimentStatus::kInitialized) return Status::Ok();  // Start() applies them
+  if (options_.max_trials != 0 &&
+      stats_.created + inflight_ids_ + credited_.size() > options_.max_trials) {
+    // Credits the tuner has not used would overrun the lowered budget.
+    RevokeCredits();
+  }
+  // Offers and requests for a raised concurrency or a reopened budget; the
+  // status follows (NO_MORE_TRIAL/DONE for a budget reached, RUNNING again).
+  Pump(now);
+  return Status::Ok();
+}
+
+// --- trial events and middleware (issue #5) ---
+
+size_t Engine::IdleSlots() const {
+  const size_t free = free_slots();
+  const size_t capacity = free > offered_.size() ? free - offered_.size() : 0;
+  const size_t busy = ActiveCount() + inflight_ids_ + credited_.size();
+  const size_t room = options_.concurrency > busy ? options_.concurrency - busy : 0;
+  return std::min(capacity, room);
+}
+
+int Engine::AddEventCallback(TrialEventCallback callback) {
+  callbacks_.emplace_back(next_callback_, std::move(callback));
+  return next_callback_++;
+}
+
+void Engine::RemoveEventCallback(int id) {
+  callbacks_.erase(std::remove_if(callbacks_.begin(), callbacks_.end(),
+                                  [id](const auto& c) { return c.first == id; }),
+                   callbacks_.end());
+}
+
+void Engine::AddMiddleware(std::unique_ptr<TrialMiddleware> middleware) {
+  middleware_.push_back(std::move(middleware));
+}
+
+bool Engine::Dispatch(TrialEvent& event) {
+  for (auto& [id, callback] : callbacks_) {
+    callback(event);
+    if (event.cancel) return false;
+  }
+  return !event.prevent_default;
+}
+
+void Engine::AnswerFromMiddleware(Trial& t, const p::Metric& result, std::string_view middleware,
+                                  Clock::time_point now) {
+  spdlog::info("trial {} answered by middleware {} without running", t.id, middleware);
+  p::ReportMetricData m;
+  m.trial_id = t.id;
+  m.attempt = t.attempt;
+  m.parameter_id = t.parameter_id;
+  m.type = p::MetricType::kFinal;
+  m.sequence = 0;
+  m.value = result;
+  t.final_metric = result;
+  sink_->MetricAccepted(t, m);
+  sink_->Publish(m);
+  sink_->TunerResult(t, result);
+  sink_->TrialChanged(t, "answered", middleware);
+  EndTrial(t, p::TrialStatus::kSucceeded, "", now);
+}
+
+std::optional<p::Metric> DeduplicateMiddleware::OnSubmit(Trial& trial) {
+  auto it = results_.find(trial.parameters);
+  if (it == results_.end()) return std::nullopt;
+  return it->second;
+}
+
+void DeduplicateMiddleware::OnEnded(const Trial& trial) {
+  if (trial.status == p::TrialStatus::kSucceeded && trial.final_metric) {
+    results_.emplace(trial.parameters, *trial.final_metric);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -481,6 +482,13 @@ Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOption
               std::chrono::milliseconds(value);
           return Status::Ok();
         }
+        if (k == "deduplicate") {
+          bool b = false;
+          Status s = GetBool(ctx, v, full, &b);
+          if (!s.ok()) return s;
+          out->deduplicate = b;
+          return Status::Ok();
+        }
         if (k == "maxMessageBytes") {
           Status s = GetInt(ctx, v, full, 1024, std::numeric_limits<int64_t>::max(), &value);
           if (!s.ok()) return s;
@@ -541,6 +549,16 @@ std::string NewExperimentId() {
   return id;
 }
 
+bool ValidExperimentId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+fs::path DefaultWorkingDir() { return (HomeDir() / "tunehost-experiments").lexically_normal(); }
+
 Status LoadExperimentConfig(const fs::path& file, ExperimentConfig* out) {
   std::string text;
   Status st = ReadFile(file, &text);
@@ -570,7 +588,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
   c.source_file = source;
   c.spec.id = NewExperimentId();
   c.trial_code_dir = base;
-  c.working_dir = (HomeDir() / "tunehost-experiments").lexically_normal();
+  c.working_dir = DefaultWorkingDir();
   bool has_command = false, has_concurrency = false, has_tuner = false;
   // Plain YAML::Node assignment writes through to the node assigned to, so
   // the nodes found are kept in optionals.

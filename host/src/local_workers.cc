@@ -60,7 +60,8 @@ std::string DescribeExit(int status) {
 
 // fork + exec with everything the child needs prepared before fork, so the
 // child only makes async-signal-safe calls (the host is multi-threaded).
-Status SpawnProcess(const std::vector<std::string>& args, const fs::path& log_file, pid_t* out) {
+Status SpawnProcess(const std::vector<std::string>& args, const fs::path& log_file,
+                    bool die_with_parent, pid_t* out) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -94,7 +95,7 @@ Status SpawnProcess(const std::vector<std::string>& args, const fs::path& log_fi
     setpgid(0, 0);
 #ifdef __linux__
     // The worker gets SIGTERM if this (supervisor) thread's process dies.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (die_with_parent) prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
 #endif
     struct sigaction dfl;
@@ -217,7 +218,7 @@ class LocalWorkers::Supervisor {
     fs::path log_file;
     if (!options_.log_dir.empty()) log_file = options_.log_dir / (WorkerId(i) + ".log");
     pid_t pid = 0;
-    Status st = SpawnProcess(Args(i), log_file, &pid);
+    Status st = SpawnProcess(Args(i), log_file, !options_.outlive_host, &pid);
     if (!st.ok()) return st;
     std::lock_guard<std::mutex> lock(mu_);
     slots_[i].pid = pid;

@@ -3,6 +3,7 @@
 // into a plugin is wrapped in try/catch: the ABI forbids exceptions, but a
 // broken plugin that throws anyway must cost an error, not the host.
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -809,7 +810,25 @@ std::vector<PluginInfo> PluginRegistry::plugins() const {
 
 namespace {
 
-// Exact id first, then name: an id is unambiguous, a name is what configs use.
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// NNI's builtin names (any case) for the built-in plugins whose short name
+// differs, so an NNI config's `name: GridSearch` works unchanged.
+std::string_view NniAlias(const std::string& lower) {
+  static const std::pair<std::string_view, std::string_view> kAliases[] = {
+      {"gridsearch", "grid"}, {"batchtuner", "batch"}, {"randomsearch", "random"}};
+  for (const auto& [nni, ours] : kAliases) {
+    if (lower == nni) return ours;
+  }
+  return lower;
+}
+
+// Exact id first, then exact name, then the name without regard to case
+// (NNI writes `TPE`, `Medianstop`) or by its NNI alias.
 template <class Entries>
 auto FindEntry(const Entries& entries, std::string_view kind, std::string_view name_or_id)
     -> decltype(entries.front().get()) {
@@ -818,6 +837,11 @@ auto FindEntry(const Entries& entries, std::string_view kind, std::string_view n
   }
   for (const auto& e : entries) {
     if (e->info.kind == kind && e->info.name == name_or_id) return e.get();
+  }
+  const std::string lower = Lower(name_or_id);
+  const std::string_view wanted = NniAlias(lower);
+  for (const auto& e : entries) {
+    if (e->info.kind == kind && Lower(e->info.name) == wanted) return e.get();
   }
   return nullptr;
 }

@@ -15,7 +15,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "tunehost/host/control_queries.h"
 #include "tunehost/host/engine.h"
+#include "tunehost/host/store.h"
 #include "tunehost/host/strand.h"
 #include "tunehost/protocol/codec.h"
 
@@ -27,6 +29,60 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 constexpr size_t kMaxBatch = 1024;  // messages per socket per loop turn, for fairness
+constexpr auto kCheckpointInterval = std::chrono::seconds(5);
+constexpr auto kMetaInterval = std::chrono::seconds(1);
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A trial the host itself ended because the experiment stopped: a resumed
+// experiment runs it again.
+bool StoppedWithExperiment(const StoredTrial& s) {
+  return s.state == "ENDED" && s.status == p::TrialStatus::kUserCanceled &&
+         s.error == "experiment stopped";
+}
+
+Trial ToTrial(const StoredTrial& s) {
+  Trial t;
+  t.id = s.trial_id;
+  t.sequence_id = s.sequence_id;
+  t.parameter_id = s.parameter_id;
+  t.source = s.source;
+  t.parameters = s.parameters;
+  t.state = s.state == "ENDED"     ? TrialState::kEnded
+            : s.state == "RUNNING" ? TrialState::kRunning
+                                   : TrialState::kWaiting;
+  t.attempt = s.attempt;
+  t.offers = s.offers;
+  t.worker_id = s.worker_id;
+  t.periodical = s.periodical;
+  t.final_metric = s.final_metric;
+  t.final_synthesized = s.final_synthesized;
+  if (t.final_synthesized && !t.final_metric && !t.periodical.empty()) {
+    t.final_metric = t.periodical.rbegin()->second;
+  }
+  t.status = s.status;
+  t.error = s.error;
+  return t;
+}
+
+TrialSummary SummaryOf(const Trial& t, double duration_s) {
+  TrialSummary s;
+  s.trial_id = t.id;
+  s.sequence_id = t.sequence_id;
+  s.status = t.status.value_or(p::TrialStatus::kFailed);
+  s.parameters_json = p::PackedToJson(t.parameters);
+  if (t.final_metric) {
+    s.final_metric = t.final_metric->scalar;
+    s.final_metric_json = p::PackedToJson(t.final_metric->raw);
+  }
+  s.attempts = t.offers;
+  s.error = t.error;
+  s.duration_s = duration_s;
+  return s;
+}
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -144,6 +200,10 @@ class Server::Impl final : public EngineSink {
     eo.liveness = options_.liveness;
     eo.has_assessor = assessor_ != nullptr;
     engine_.SetOptions(std::move(eo));
+    if (options_.deduplicate && !deduplicating_) {
+      deduplicating_ = true;
+      engine_.AddMiddleware(std::make_unique<DeduplicateMiddleware>());
+    }
     return Status::Ok();
   }
 
@@ -166,6 +226,156 @@ class Server::Impl final : public EngineSink {
     tuner_strand_->Post([&] { done.set_value(tuner_->UpdateSearchSpace(search_space)); });
     st = done.get_future().get();
     if (!st.ok()) return st;
+    configured_ = true;
+    if (store_ && store_->LatestSearchSpace() != search_space) {
+      store_->AddSearchSpace(search_space);
+      CommitStore();
+    }
+    return Status::Ok();
+  }
+
+  void UseStore(Store* store) { store_ = store; }
+
+  // Runs `fn` on the tuner strand and waits for it (setup only).
+  Status OnTuner(const std::function<Status()>& fn) {
+    std::promise<Status> done;
+    tuner_strand_->Post([&] { done.set_value(fn()); });
+    return done.get_future().get();
+  }
+
+  // Rebuilds the engine's trials from stored ones. With `resume`, trials the
+  // experiment's stop ended are queued again (source "resumed").
+  void RestoreTrials(const std::vector<StoredTrial>& stored, bool resume,
+                     std::chrono::milliseconds grace) {
+    std::vector<const StoredTrial*> ended, open;
+    for (const StoredTrial& s : stored) {
+      bool again = resume && StoppedWithExperiment(s);
+      (s.state == "ENDED" && !again ? ended : open).push_back(&s);
+    }
+    std::stable_sort(ended.begin(), ended.end(),
+                     [](auto* a, auto* b) { return a->end_order < b->end_order; });
+    const auto now = Clock::now();
+    for (const StoredTrial* s : ended) {
+      Trial t = ToTrial(*s);
+      finished_.push_back(SummaryOf(t, s->started > 0 ? s->ended - s->started : 0));
+      engine_.Restore(std::move(t), now, grace);
+    }
+    for (const StoredTrial* s : open) {
+      Trial t = ToTrial(*s);
+      if (t.state == TrialState::kEnded) {
+        t.state = TrialState::kWaiting;
+        t.status.reset();
+        t.error.clear();
+        t.worker_id.clear();
+        ++t.attempt;
+        t.source = p::ParameterSource::kResumed;
+        TrialChanged(t, "requeued", "experiment resumed");
+      }
+      engine_.Restore(std::move(t), now, grace);
+    }
+  }
+
+  Status Restore(std::chrono::milliseconds grace) {
+    if (!configured_ || store_ == nullptr) {
+      return Status::BadState("restore needs a configured experiment and a store");
+    }
+    std::vector<StoredTrial> stored;
+    Status st = store_->Trials(&stored);
+    if (!st.ok()) return st;
+    int64_t next_id = 0;
+    for (const StoredTrial& s : stored) next_id = std::max(next_id, s.parameter_id + 1);
+    if (auto m = store_->Meta("next_parameter_id")) {
+      next_id = std::max<int64_t>(next_id, std::strtoll(m->c_str(), nullptr, 10));
+    }
+    double elapsed_s = 0;
+    if (auto m = store_->Meta("elapsed_s")) elapsed_s = std::strtod(m->c_str(), nullptr);
+    engine_.RestoreCounters(next_id,
+                            std::chrono::milliseconds(static_cast<int64_t>(elapsed_s * 1000)));
+
+    // What the tuner knew: its checkpoint, then every result that ended
+    // after it (all of them when there is no usable checkpoint).
+    uint64_t known = 0;
+    if (auto cp = store_->Checkpoint("tuner"); cp && cp->plugin == tuner_->info().name) {
+      bool supported = false;
+      st = OnTuner([&] { return tuner_->LoadState(cp->state, &supported); });
+      if (st.ok() && supported) {
+        known = cp->ended_count;
+      } else {
+        spdlog::warn("tuner {}: checkpoint not restored ({}); importing every result instead",
+                     tuner_->info().name, st.ok() ? "load_state not supported" : st.message());
+      }
+    }
+    if (assessor_) {
+      if (auto cp = store_->Checkpoint("assessor"); cp && cp->plugin == assessor_->info().name) {
+        std::promise<Status> done;
+        bool supported = false;
+        assessor_strand_->Post(
+            [&] { done.set_value(assessor_->LoadState(cp->state, &supported)); });
+        st = done.get_future().get();
+        if (!st.ok()) spdlog::warn("assessor checkpoint not restored: {}", st.message());
+      }
+    }
+    msgpack::sbuffer records;
+    Packer pk(records);
+    size_t n = 0;
+    for (const StoredTrial& s : stored) {
+      if (s.end_order >= 0 && static_cast<uint64_t>(s.end_order) >= known &&
+          s.status == p::TrialStatus::kSucceeded && !StoppedWithExperiment(s)) {
+        Trial t = ToTrial(s);
+        if (t.final_metric) ++n;
+      }
+    }
+    pk.pack_array(static_cast<uint32_t>(n));
+    for (const StoredTrial& s : stored) {
+      if (s.end_order < 0 || static_cast<uint64_t>(s.end_order) < known ||
+          s.status != p::TrialStatus::kSucceeded || StoppedWithExperiment(s)) {
+        continue;
+      }
+      Trial t = ToTrial(s);
+      if (!t.final_metric) continue;
+      pk.pack_map(2);
+      PackStr(pk, "parameters");
+      records.write(t.parameters.data(), t.parameters.size());
+      PackStr(pk, "value");
+      records.write(t.final_metric->raw.data(), t.final_metric->raw.size());
+    }
+    if (n > 0) {
+      bool supported = true;
+      st = OnTuner([&] { return tuner_->ImportData(ToPacked(records), &supported); });
+      if (!st.ok()) return st;
+      if (!supported) {
+        spdlog::warn("tuner {} neither keeps state nor imports data: it starts from scratch "
+                     "({} results not replayed)",
+                     tuner_->info().name, n);
+      }
+    }
+    RestoreTrials(stored, /*resume=*/true, grace);
+    spdlog::info("experiment {} resumed: {} trial(s) in the store, {} result(s) replayed to the "
+                 "tuner{}",
+                 spec_.id, stored.size(), n, known > 0 ? " after its checkpoint" : "");
+    CommitStore();
+    return Status::Ok();
+  }
+
+  Status View(const p::ExperimentSpec& spec, const Store& store) {
+    if (configured_) return Status::BadState("experiment already configured");
+    std::vector<StoredTrial> stored;
+    Status st = store.Trials(&stored);
+    if (!st.ok()) return st;
+    spec_ = spec;
+    EngineOptions eo;
+    eo.experiment_id = spec_.id;
+    eo.concurrency = spec_.concurrency;
+    eo.max_trials = spec_.max_trials;
+    eo.max_duration = std::chrono::milliseconds(static_cast<int64_t>(spec_.max_duration_s * 1000));
+    engine_.SetOptions(std::move(eo));
+    double elapsed_s = 0;
+    if (auto m = store.Meta("elapsed_s")) elapsed_s = std::strtod(m->c_str(), nullptr);
+    engine_.RestoreCounters(0, std::chrono::milliseconds(static_cast<int64_t>(elapsed_s * 1000)));
+    RestoreTrials(stored, /*resume=*/false, std::chrono::milliseconds(0));
+    engine_.SetViewed();
+    viewed_ = true;
+    read_only_ = true;
     configured_ = true;
     return Status::Ok();
   }
@@ -194,14 +404,22 @@ class Server::Impl final : public EngineSink {
       if (items[2].revents & ZMQ_POLLIN) DrainWake();
       if (items[3].revents & ZMQ_POLLOUT) jobs_blocked_ = false;
       RunCompletions();
-      engine_.Tick(Clock::now());
+      if (!viewed_) engine_.Tick(Clock::now());
+      FlushStore(false);
+      if (on_tick_ && Clock::now() - ticked_at_ >= std::chrono::seconds(1)) {
+        ticked_at_ = Clock::now();
+        on_tick_();
+      }
       if (options_.exit_when_finished && configured_ && engine_.finished()) break;
     }
     if (stop_requested_.load()) engine_.Stop("stopped");
+    FlushStore(true);
+    if (store_ && !store_failed_) Checkpoint(/*wait=*/true);
     // Let strands finish what the engine already handed them (trial ends).
     if (tuner_strand_) tuner_strand_->Stop();
     if (assessor_strand_) assessor_strand_->Stop();
     RunCompletions();
+    FlushStore(true);
     running_ = false;
     spdlog::info("experiment {} {}", spec_.id, ToString(engine_.status()));
     return Status::Ok();
@@ -213,6 +431,17 @@ class Server::Impl final : public EngineSink {
   }
 
   void OnTrialEnd(std::function<void(const TrialSummary&)> cb) { on_trial_end_ = std::move(cb); }
+  void OnTick(std::function<void()> cb) { on_tick_ = std::move(cb); }
+
+  ProgressInfo Progress() const {
+    ProgressInfo p;
+    p.status = engine_.status();
+    for (auto& [status, n] : engine_.CountsByStatus()) p.counts[status] = n;
+    p.elapsed_s = std::chrono::duration<double>(engine_.elapsed(Clock::now())).count();
+    p.max_trials = engine_.options().max_trials;
+    p.max_duration_s = std::chrono::duration<double>(engine_.options().max_duration).count();
+    return p;
+  }
 
   ExperimentSummary Summary() const {
     ExperimentSummary s;
@@ -235,16 +464,39 @@ class Server::Impl final : public EngineSink {
   }
 
   void SendToWorker(const std::string& worker_id, p::Body body) override {
+    if (std::holds_alternative<p::MetricAck>(body)) {
+      // Acknowledged means stored: the ack waits for the batch's commit.
+      AfterCommit([this, topic = "worker." + worker_id + ".", body = std::move(body)]() mutable {
+        SendEvent(topic, std::move(body));
+      });
+      return;
+    }
     SendEvent("worker." + worker_id + ".", std::move(body));
   }
 
   void Publish(p::Body body) override {
-    std::string topic = "event." + std::string(p::TypeCode(body));
+    std::string_view type = p::TypeCode(body);
+    if (store_ && type != "ME") store_->AddEvent(type, p::Encode(0, body));
+    std::string topic = "event." + std::string(type);
     SendEvent(topic, std::move(body));
   }
 
+  void TrialChanged(const Trial& t, std::string_view event, std::string_view detail) override {
+    if (!store_) return;
+    const double now = WallNow();
+    const bool started = event == "started" || event == "reattached";
+    const bool ended = event == "ended";
+    store_->PutTrial(t, event == "created" ? now : 0, started ? now : 0, ended ? now : 0,
+                     ended ? static_cast<int64_t>(engine_.ended_order().size()) - 1 : -1);
+    store_->AddTrialEvent(t.id, event, t.attempt, t.worker_id, detail);
+  }
+
+  void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override {
+    if (store_) store_->PutMetric(t.id, m);
+  }
+
   void RequestParameters(std::vector<int64_t> ids) override {
-    tuner_strand_->Post([this, ids] {
+    PostTuner([this, ids] {
       std::vector<std::pair<int64_t, p::Packed>> out;
       bool no_more = false;
       Status st = tuner_->Generate(ids, &out, &no_more);
@@ -258,25 +510,25 @@ class Server::Impl final : public EngineSink {
   void TunerResult(const Trial& t, const p::Metric& metric) override {
     bool customized = t.source != p::ParameterSource::kAlgorithm &&
                       t.source != p::ParameterSource::kExternal;
-    tuner_strand_->Post([this, id = t.parameter_id, params = t.parameters, metric, customized] {
+    PostTuner([this, id = t.parameter_id, params = t.parameters, metric, customized] {
       Status st = tuner_->ReceiveTrialResult(id, params, metric.raw, metric.scalar, customized);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
     });
   }
 
   void TunerTrialEnd(const Trial& t, bool success) override {
-    tuner_strand_->Post([this, id = t.parameter_id, success] {
+    PostTuner([this, id = t.parameter_id, success] {
       Status st = tuner_->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
     });
   }
 
   void TunerBarrier() override {
-    tuner_strand_->Post([this] { Complete([this] { engine_.OnTunerBarrier(Clock::now()); }); });
+    PostTuner([this] { Complete([this] { engine_.OnTunerBarrier(Clock::now()); }); });
   }
 
   void AssessorAssess(const Trial& t, p::Packed history) override {
-    assessor_strand_->Post([this, id = t.id, attempt = t.attempt, history = std::move(history)] {
+    PostAssessor([this, id = t.id, attempt = t.attempt, history = std::move(history)] {
       bool good = true;
       Status st = assessor_->AssessTrial(id, history, &good);
       Complete([this, id, attempt, good, st] {
@@ -290,32 +542,120 @@ class Server::Impl final : public EngineSink {
   }
 
   void AssessorTrialEnd(const Trial& t, bool success) override {
-    assessor_strand_->Post([this, id = t.id, success] {
+    PostAssessor([this, id = t.id, success] {
       Status st = assessor_->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("assessor", st); });
     });
   }
 
   void TrialFinished(const Trial& t) override {
-    TrialSummary s;
-    s.trial_id = t.id;
-    s.sequence_id = t.sequence_id;
-    s.status = *t.status;
-    s.parameters_json = p::PackedToJson(t.parameters);
-    if (t.final_metric) {
-      s.final_metric = t.final_metric->scalar;
-      s.final_metric_json = p::PackedToJson(t.final_metric->raw);
-    }
-    s.attempts = t.offers;
-    s.error = t.error;
+    double duration_s = 0;
     if (t.started_at != Clock::time_point{}) {
-      s.duration_s = std::chrono::duration<double>(t.ended_at - t.started_at).count();
+      duration_s = std::chrono::duration<double>(t.ended_at - t.started_at).count();
     }
-    finished_.push_back(s);
+    finished_.push_back(SummaryOf(t, duration_s));
     if (on_trial_end_) on_trial_end_(finished_.back());
   }
 
  private:
+  // --- the store: plugin calls and acknowledgements wait for the commit ---
+  void AfterCommit(std::function<void()> fn) {
+    if (store_) {
+      after_commit_.push_back(std::move(fn));
+    } else {
+      fn();
+    }
+  }
+
+  void PostTuner(std::function<void()> fn) {
+    AfterCommit([this, fn = std::move(fn)]() mutable { tuner_strand_->Post(std::move(fn)); });
+  }
+
+  void PostAssessor(std::function<void()> fn) {
+    AfterCommit([this, fn = std::move(fn)]() mutable { assessor_strand_->Post(std::move(fn)); });
+  }
+
+  // Commits what the store holds; false (and the experiment fails) when it
+  // cannot: nothing more is acknowledged, workers keep their results.
+  bool CommitStore() {
+    if (!store_) return true;
+    Status st = store_->Commit();
+    if (st.ok()) return true;
+    after_commit_.clear();
+    if (!store_failed_) {
+      store_failed_ = true;
+      Publish(p::ErrorEvent{"internal", st.message(), "store"});
+      engine_.Fail("store failed: " + st.message());
+    }
+    return false;
+  }
+
+  // Once per loop turn: experiment metadata now and then, the batch's commit,
+  // then what waited for it; a tuner checkpoint every kCheckpointInterval.
+  void FlushStore(bool final) {
+    if (!store_ || store_failed_) return;
+    const auto now = Clock::now();
+    const ExperimentStatus status = engine_.status();
+    if (final || status != stored_status_ || now - meta_written_ >= kMetaInterval) {
+      meta_written_ = now;
+      stored_status_ = status;
+      store_->SetMeta("status", ToString(status));
+      store_->SetMeta("error", engine_.error());
+      store_->SetMeta("next_parameter_id", std::to_string(engine_.ids().next()));
+      store_->SetMeta("elapsed_s",
+                      std::chrono::duration<double>(engine_.elapsed(now)).count());
+    }
+    if (!CommitStore()) return;
+    std::vector<std::function<void()>> batch;
+    batch.swap(after_commit_);
+    for (auto& fn : batch) fn();
+    if (!final && now - checkpointed_at_ >= kCheckpointInterval &&
+        CheckpointKey() != checkpointed_key_) {
+      Checkpoint(/*wait=*/false);
+    }
+  }
+
+  // Changes when the tuner has seen something new since the last checkpoint.
+  uint64_t CheckpointKey() const {
+    return engine_.stats().created * 1000003 + engine_.ended_order().size();
+  }
+
+  // Asks the plugins for their state after every call posted so far.
+  void Checkpoint(bool wait) {
+    if (!tuner_ || !tuner_strand_ || viewed_) return;
+    checkpointed_at_ = Clock::now();
+    checkpointed_key_ = CheckpointKey();
+    auto save = [this](const char* kind, auto* plugin, uint64_t ended) {
+      std::string state;
+      bool supported = false;
+      Status st = plugin->SaveState(&state, &supported);
+      Complete([this, kind, st, supported, ended, name = plugin->info().name,
+                state = std::move(state)]() mutable {
+        if (!st.ok()) {
+          spdlog::warn("{} {}: checkpoint failed: {}", kind, name, st.message());
+        } else if (supported && store_ && !store_failed_) {
+          store_->PutCheckpoint(kind, StoredCheckpoint{name, std::move(state), ended});
+        }
+      });
+    };
+    std::vector<std::future<void>> done;
+    auto post = [&](Strand* strand, auto fn) {
+      auto task = std::make_shared<std::packaged_task<void()>>(std::move(fn));
+      done.push_back(task->get_future());
+      strand->Post([task] { (*task)(); });
+    };
+    const uint64_t ended = engine_.ended_order().size();
+    post(tuner_strand_.get(), [save, this, ended] { save("tuner", tuner_.get(), ended); });
+    if (assessor_ && assessor_strand_) {
+      post(assessor_strand_.get(),
+           [save, this, ended] { save("assessor", assessor_.get(), ended); });
+    }
+    if (!wait) return;
+    for (auto& f : done) f.wait();
+    RunCompletions();
+    CommitStore();
+  }
+
   void SendEvent(const std::string& topic, p::Body body) {
     std::string bytes = p::Encode(++next_id_, std::move(body));
     try {
@@ -511,19 +851,38 @@ class Server::Impl final : public EngineSink {
       Stop();
     } else if (auto* b = std::get_if<p::Initialize>(&m.body)) {
       HandleInitialize(peer, *b);
+    } else if (read_only_ && IsMutatingRequest(m.body)) {
+      Reply(peer, Status::BadState("experiment is viewed read-only"));
     } else if (!configured_) {
       Reply(peer, Status::BadState("no experiment yet: send IN with an experiment first"));
+    } else if (IsControlRequest(m.body)) {
+      // The control API (issue #5): ST LT GT JS MT EX UX KT.
+      p::Packed data;
+      Status r = AnswerControl(engine_, ControlContext{spec_, bound_, ControlClock::Now()},
+                               m.body, &data);
+      if (r.ok() && store_ && std::holds_alternative<p::UpdateLimits>(m.body)) {
+        // A resumed experiment keeps the limits it was changed to.
+        const EngineOptions& o = engine_.options();
+        store_->SetMeta("concurrency", static_cast<double>(o.concurrency));
+        store_->SetMeta("max_trials", static_cast<double>(o.max_trials));
+        store_->SetMeta("max_duration_s",
+                        std::chrono::duration<double>(o.max_duration).count());
+      }
+      AfterCommit([this, peer, r, data = std::move(data)] {
+        r.ok() ? ReplyOk(peer, data) : Reply(peer, r);
+      });
     } else if (auto* b = std::get_if<p::RequestTrialJobs>(&m.body)) {
       HandleRequestTrialJobs(peer, b->count);
     } else if (auto* b = std::get_if<p::UpdateSearchSpace>(&m.body)) {
       tuner_strand_->Post([this, peer, space = b->search_space] {
         Status st = tuner_->UpdateSearchSpace(space);
-        Complete([this, peer, st] {
+        Complete([this, peer, st, space] {
           if (!st.ok()) {
             PluginFailed("tuner", st);
             Reply(peer, st);
           } else {
-            ReplyOk(peer);
+            if (store_) store_->AddSearchSpace(space);
+            AfterCommit([this, peer] { ReplyOk(peer); });
           }
         });
       });
@@ -541,10 +900,11 @@ class Server::Impl final : public EngineSink {
       ReplyOk(peer, ToPacked(buf));
     } else if (auto* b = std::get_if<p::ReportMetricData>(&m.body)) {
       Status r = engine_.OnMetric(*b, now);
-      r.ok() ? ReplyOk(peer) : Reply(peer, r);
+      // Like a worker's ack, the reply says the metric is stored.
+      AfterCommit([this, peer, r] { r.ok() ? ReplyOk(peer) : Reply(peer, r); });
     } else if (auto* b = std::get_if<p::TrialEnd>(&m.body)) {
       Status r = engine_.OnTrialEnd(*b, now);
-      r.ok() ? ReplyOk(peer) : Reply(peer, r);
+      AfterCommit([this, peer, r] { r.ok() ? ReplyOk(peer) : Reply(peer, r); });
     } else {
       Reply(peer, Status::UnknownType("type " + m.type + " is not a control request"));
     }
@@ -642,6 +1002,9 @@ class Server::Impl final : public EngineSink {
           return;
         }
         if (!supported) spdlog::warn("tuner {} does not import data", tuner_->info().name);
+        // A resumed experiment gets imported data back through the tuner's
+        // checkpoint: take one now.
+        if (supported && store_ && !store_failed_) Checkpoint(/*wait=*/false);
         msgpack::sbuffer out;
         Packer pk(out);
         pk.pack_map(1);
@@ -674,9 +1037,22 @@ class Server::Impl final : public EngineSink {
   Engine engine_;
   bool configured_ = false;
   bool configuring_ = false;
+  bool read_only_ = false;  // a viewed experiment: IsMutatingRequest requests are refused
   bool running_ = false;
   std::vector<TrialSummary> finished_;
   std::function<void(const TrialSummary&)> on_trial_end_;
+  std::function<void()> on_tick_;
+  Clock::time_point ticked_at_{};
+
+  Store* store_ = nullptr;
+  bool store_failed_ = false;
+  bool viewed_ = false;
+  bool deduplicating_ = false;
+  std::vector<std::function<void()>> after_commit_;
+  ExperimentStatus stored_status_ = ExperimentStatus::kInitialized;
+  Clock::time_point meta_written_{};
+  Clock::time_point checkpointed_at_ = Clock::now();
+  uint64_t checkpointed_key_ = 0;
 };
 
 Server::Server(ServerOptions options, PluginRegistry* registry)
@@ -687,6 +1063,15 @@ const Endpoints& Server::bound() const { return impl_->bound(); }
 Status Server::Configure(const p::ExperimentSpec& spec, const p::Packed& search_space) {
   return impl_->Configure(spec, search_space);
 }
+void Server::UseStore(Store* store) { impl_->UseStore(store); }
+Status Server::Restore(std::chrono::milliseconds reattach_grace) {
+  return impl_->Restore(reattach_grace);
+}
+Status Server::View(const p::ExperimentSpec& spec, const Store& store) {
+  return impl_->View(spec, store);
+}
+void Server::OnTick(std::function<void()> callback) { impl_->OnTick(std::move(callback)); }
+ProgressInfo Server::Progress() const { return impl_->Progress(); }
 void Server::OnTrialEnd(std::function<void(const TrialSummary&)> callback) {
   impl_->OnTrialEnd(std::move(callback));
 }

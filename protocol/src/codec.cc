@@ -53,7 +53,8 @@ const std::pair<ParameterSource, const char*> kSources[] = {
 // Type codes, in the order of the Body variant's alternatives.
 constexpr const char* kTypeCodes[] = {"IN", "GE", "SS", "FD", "AD", "TE", "PI", "ME",
                                       "EN", "WH", "HB", "TS", "TJ", "WB", "TR", "SP",
-                                      "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error"};
+                                      "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error",
+                                      "ST", "LT", "GT", "JS", "MT", "EX", "UX", "KT"};
 static_assert(std::size(kTypeCodes) == std::variant_size_v<Body>);
 
 // ---------------------------------------------------------------- encoding
@@ -301,6 +302,54 @@ class Writer {
     Str(pk_, "message");
     Str(pk_, b.message);
   }
+  void operator()(const GetStatus&) { pk_.pack_map(0); }
+  void operator()(const ListTrials& b) {
+    pk_.pack_map(3);
+    Str(pk_, "status");
+    OptStr(b.status);
+    Str(pk_, "offset");
+    pk_.pack_uint64(b.offset);
+    Str(pk_, "limit");
+    pk_.pack_uint64(b.limit);
+  }
+  void operator()(const GetTrial& b) {
+    pk_.pack_map(1);
+    Str(pk_, "trial_id");
+    Str(pk_, b.trial_id);
+  }
+  void operator()(const GetStatistics&) { pk_.pack_map(0); }
+  void operator()(const GetMetrics& b) {
+    pk_.pack_map(1);
+    Str(pk_, "trial_id");
+    OptStr(b.trial_id);
+  }
+  void operator()(const ExportData&) { pk_.pack_map(0); }
+  void operator()(const UpdateLimits& b) {
+    pk_.pack_map(3);
+    Str(pk_, "concurrency");
+    if (b.concurrency) {
+      pk_.pack_uint32(*b.concurrency);
+    } else {
+      pk_.pack_nil();
+    }
+    Str(pk_, "max_trials");
+    if (b.max_trials) {
+      pk_.pack_uint64(*b.max_trials);
+    } else {
+      pk_.pack_nil();
+    }
+    Str(pk_, "max_duration_s");
+    if (b.max_duration_s) {
+      Float(buf_, *b.max_duration_s);
+    } else {
+      pk_.pack_nil();
+    }
+  }
+  void operator()(const KillTrial& b) {
+    pk_.pack_map(1);
+    Str(pk_, "trial_id");
+    Str(pk_, b.trial_id);
+  }
 
  private:
   void Plugin(const PluginSpec& p) {
@@ -328,6 +377,13 @@ class Writer {
     pk_.pack_uint64(e.max_trials);
     Str(pk_, "max_duration_s");
     Float(buf_, e.max_duration_s);
+  }
+  void OptStr(const std::optional<std::string>& s) {
+    if (s) {
+      Str(pk_, *s);
+    } else {
+      pk_.pack_nil();
+    }
   }
   void Running(const std::vector<RunningTrial>& running) {
     pk_.pack_array(static_cast<uint32_t>(running.size()));
@@ -721,6 +777,44 @@ Status Read(const Fields& f, ErrorReply* b) {
   return f.Str("message", &b->message, /*required=*/false);
 }
 
+Status Read(const Fields&, GetStatus*) { return Status::Ok(); }
+Status Read(const Fields& f, ListTrials* b) {
+  TH_TRY(f.OptStr("status", &b->status));
+  if (b->status && !IsControlTrialStatus(*b->status)) {
+    return Status::BadField(f.Name("status") + ": unknown trial status \"" + *b->status + "\"");
+  }
+  TH_TRY(f.UInt("offset", &b->offset, /*required=*/false));
+  return f.UInt("limit", &b->limit, /*required=*/false);
+}
+Status Read(const Fields& f, GetTrial* b) { return f.Str("trial_id", &b->trial_id); }
+Status Read(const Fields&, GetStatistics*) { return Status::Ok(); }
+Status Read(const Fields& f, GetMetrics* b) { return f.OptStr("trial_id", &b->trial_id); }
+Status Read(const Fields&, ExportData*) { return Status::Ok(); }
+Status Read(const Fields& f, UpdateLimits* b) {
+  if (f.Find("concurrency") != nullptr) {
+    uint32_t c = 0;
+    TH_TRY(f.UInt("concurrency", &c));
+    if (c == 0) return Status::BadField(f.Name("concurrency") + ": must be >= 1");
+    b->concurrency = c;
+  }
+  if (f.Find("max_trials") != nullptr) {
+    uint64_t n = 0;
+    TH_TRY(f.UInt("max_trials", &n));
+    b->max_trials = n;
+  }
+  if (f.Find("max_duration_s") != nullptr) {
+    double d = 0;
+    TH_TRY(f.Float("max_duration_s", &d));
+    // The budget becomes milliseconds on the host: finite and not negative.
+    if (!(d >= 0) || !std::isfinite(d)) {
+      return Status::BadField(f.Name("max_duration_s") + ": must be a finite number >= 0");
+    }
+    b->max_duration_s = d;
+  }
+  return Status::Ok();
+}
+Status Read(const Fields& f, KillTrial* b) { return f.Str("trial_id", &b->trial_id); }
+
 template <size_t I = 0>
 Status ReadBody(size_t index, const Fields& f, Body* out) {
   if constexpr (I < std::variant_size_v<Body>) {
@@ -794,6 +888,13 @@ bool ParseParameterSource(std::string_view s, ParameterSource* out) {
 }
 
 std::string_view TypeCode(const Body& body) { return kTypeCodes[body.index()]; }
+
+bool IsControlTrialStatus(std::string_view s) {
+  for (const char* name : kControlTrialStatuses) {
+    if (s == name) return true;
+  }
+  return false;
+}
 
 Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options) {
   out->id = 0;

@@ -128,6 +128,28 @@ vector("AD", "AddCustomizedTrialJob: queue a trial with user-chosen parameters."
 vector("TE", "Terminate: the host shuts down after replying ok; empty body.", "TE", 8, {})
 vector("PI", "Ping: ask the host for its status; empty body.", "PI", 9, {})
 
+# Control API (issue #5).
+vector("ST", "GetStatus: the experiment's ExperimentStatusInfo; empty body.", "ST", 20, {})
+vector("LT_filtered_page",
+       "ListTrials: the second page of 10 SUCCEEDED trials, in sequence order.",
+       "LT", 21, {"status": "SUCCEEDED", "offset": 10, "limit": 10})
+vector("LT_all", "ListTrials: every trial (nil status, limit 0 = all).",
+       "LT", 22, {"status": None, "offset": 0, "limit": 0})
+vector("GT", "GetTrial: one trial's TrialInfo.", "GT", 23, {"trial_id": "T00007"})
+vector("JS", "GetStatistics: trial counts by status; empty body.", "JS", 24, {})
+vector("MT_one_trial", "GetMetrics of one trial.", "MT", 25, {"trial_id": "T00007"})
+vector("MT_all", "GetMetrics of every trial (nil trial_id).", "MT", 26, {"trial_id": None})
+vector("EX", "ExportData: every SUCCEEDED trial's parameters and final metric; empty body.",
+       "EX", 27, {})
+vector("UX_all",
+       "UpdateLimits: 8 trials at once, 200 trials, two hours.",
+       "UX", 28, {"concurrency": 8, "max_trials": 200, "max_duration_s": 7200.0})
+vector("UX_unlimited_trials",
+       "UpdateLimits: only the trial budget changes, to unlimited (0); nil keeps the others.",
+       "UX", 29, {"concurrency": None, "max_trials": 0, "max_duration_s": None})
+vector("KT", "KillTrial: stop one trial; it ends USER_CANCELED.", "KT", 30,
+       {"trial_id": "T00003"})
+
 # Worker -> host.
 vector("ME_periodical_number",
        "ReportMetricData: the first PERIODICAL (intermediate) result of a trial, a plain "
@@ -227,6 +249,37 @@ vector("ok_trials", "ok reply to GE: one ParameterRecord and no_more.", "ok", 4,
        {"data": {"trials": [new_trial_job("exp-1", "trial-0013", 13, 0, 13, "external",
                                           {"x": 0.5})],
                  "no_more": True}})
+vector("ok_status", "ok reply to ST (and UX): an ExperimentStatusInfo.", "ok", 20,
+       {"data": {"experiment_id": "exp-1", "status": "RUNNING", "error": "",
+                 "start_time": 1767225600.25, "elapsed_s": 93.5, "concurrency": 2,
+                 "max_trials": 10, "max_duration_s": 0.0,
+                 "counts": {"RUNNING": 2, "SUCCEEDED": 3, "FAILED": 1},
+                 "best": {"trial_id": "T00002", "sequence_id": 2, "metric": 0.9375},
+                 "optimize_mode": "maximize",
+                 "endpoints": {"control": "tcp://127.0.0.1:5650",
+                               "jobs": "tcp://127.0.0.1:5651",
+                               "results": "tcp://127.0.0.1:5652",
+                               "events": "tcp://127.0.0.1:5653"}}})
+TRIAL_INFO = {"trial_id": "T00002", "sequence_id": 2, "parameter_id": 2, "source": "algorithm",
+              "status": "SUCCEEDED", "attempt": 0, "worker_id": "node1-4242-ab12",
+              "parameters": {"x": 0.5}, "final": {"default": 0.9375, "loss": 0.21},
+              "intermediate_count": 3, "start_time": 1767225610.5, "end_time": 1767225650.75,
+              "error": ""}
+vector("ok_trials_page", "ok reply to LT: total matches and one page of TrialInfo.", "ok", 21,
+       {"data": {"total": 2, "trials": [
+           TRIAL_INFO,
+           {"trial_id": "T00004", "sequence_id": 4, "parameter_id": 4, "source": "customized",
+            "status": "WAITING", "attempt": 0, "worker_id": "", "parameters": {"x": 2},
+            "final": None, "intermediate_count": 0, "start_time": None, "end_time": None,
+            "error": ""}]}})
+vector("ok_metrics", "ok reply to MT: MetricRecords by trial, then by sequence.", "ok", 25,
+       {"data": {"metrics": [
+           {"trial_id": "T00002", "type": "PERIODICAL", "sequence": 0, "value": 0.5},
+           {"trial_id": "T00002", "type": "FINAL", "sequence": 1,
+            "value": {"default": 0.9375, "loss": 0.21}}]}})
+vector("ok_export", "ok reply to EX.", "ok", 27,
+       {"data": {"records": [{"trial_id": "T00002", "parameters": {"x": 0.5},
+                              "value": {"default": 0.9375, "loss": 0.21}}]}})
 vector("error", "error reply: a request that is not valid now.", "error", 4,
        {"code": "bad_state", "message": "GE before IN"})
 
@@ -424,6 +477,29 @@ invalid("metric_bool", "A metric that is a boolean.", me_with(value=True),
 invalid("import_metric_bad", "FD record whose metric map lacks default.",
         env42("FD", {"data": [{"parameters": {}, "value": {"x": 1}, "trial_id": None}]}),
         "bad_field", "body.data[0].value", 42)
+invalid("list_status_unknown", "LT status filter that is not a trial status.",
+        env42("LT", {"status": "DONE", "offset": 0, "limit": 0}), "bad_field", "body.status", 42)
+invalid("list_offset_negative", "LT offset below zero.",
+        env42("LT", {"status": None, "offset": -1, "limit": 0}), "bad_field", "body.offset", 42)
+invalid("get_trial_missing_id", "GT without trial_id.", env42("GT", {}),
+        "missing_field", "body.trial_id", 42)
+invalid("metrics_trial_id_integer", "MT trial_id as an integer.", env42("MT", {"trial_id": 7}),
+        "bad_field", "body.trial_id", 42)
+invalid("kill_missing_id", "KT with a nil trial_id.", env42("KT", {"trial_id": None}),
+        "missing_field", "body.trial_id", 42)
+invalid("update_concurrency_zero", "UX concurrency 0: at least one trial must run at once.",
+        env42("UX", {"concurrency": 0, "max_trials": None, "max_duration_s": None}),
+        "bad_field", "body.concurrency", 42)
+invalid("update_max_trials_string", "UX max_trials as a string.",
+        env42("UX", {"concurrency": None, "max_trials": "10", "max_duration_s": None}),
+        "bad_field", "body.max_trials", 42)
+invalid("update_max_duration_negative", "UX with a negative time budget.",
+        env42("UX", {"concurrency": None, "max_trials": None, "max_duration_s": -5.0}),
+        "bad_field", "body.max_duration_s", 42)
+invalid("update_max_duration_infinite", "UX with an infinite time budget (0 means unlimited).",
+        env42("UX", {"concurrency": None, "max_trials": None,
+                     "max_duration_s": float("inf")}),
+        "bad_field", "body.max_duration_s", 42)
 invalid("oversize", "A valid PI message larger than a 16-byte limit.", PING, "too_large",
         max_message_bytes=16)
 invalid("oversize_by_one", "A valid PI message one byte larger than the limit.", PING,

@@ -137,9 +137,10 @@ class RunCommandTest(unittest.TestCase):
     def test_exhausted_grid_finishes_the_experiment(self):
         # NNI's exhausted grid never reaches DONE; here the experiment ends
         # after exactly the grid's 6 configurations although 50 were allowed.
+        # The tuner is named as NNI names it (GridSearch): configs run unchanged.
         space = {"k": {"_type": "choice", "_value": [1, 2, 3]},
                  "x": {"_type": "quniform", "_value": [0, 1, 1]}}
-        proc, summary = self.algorithm_experiment({"name": "grid"}, 2, 50, space)
+        proc, summary = self.algorithm_experiment({"name": "GridSearch"}, 2, 50, space)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(summary["status"], "DONE")
         configs = sorted((t["parameters"]["k"], t["parameters"]["x"]) for t in summary["trials"])

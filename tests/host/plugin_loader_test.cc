@@ -210,6 +210,10 @@ TEST(PluginRegistryTest, LooksUpByNameAndByIdWithinKind) {
   EXPECT_EQ(tuner->info().name, "fixture-tuner");
   std::unique_ptr<Assessor> assessor;
   ASSERT_OK(registry.CreateAssessor("org.tunehost.test.fixture-assessor", "", &assessor));
+  // NNI configs write builtin names in any case (TPE, Medianstop).
+  tuner.reset();
+  ASSERT_OK(registry.CreateTuner("FIXTURE-Tuner", kEmptyMap, nullptr, &tuner));
+  EXPECT_EQ(tuner->info().name, "fixture-tuner");
   EXPECT_EQ(registry.CreateTuner("nope", kEmptyMap, nullptr, &tuner).code(),
             Status::Code::kNotFound);
   EXPECT_EQ(registry.CreateTuner("fixture-assessor", kEmptyMap, nullptr, &tuner).code(),

@@ -70,6 +70,14 @@ std::vector<Body> SampleBodies() {
       ErrorEvent{"plugin_error", "boom", "tuner:random"},
       OkReply{Pack(R"({"trials": [], "no_more": true})")},
       ErrorReply{"bad_state", "not now"},
+      GetStatus{},
+      ListTrials{std::string("RUNNING"), 20, 10},
+      GetTrial{"T00001"},
+      GetStatistics{},
+      GetMetrics{std::string("T00001")},
+      ExportData{},
+      UpdateLimits{4, 100, 3600.5},
+      KillTrial{"T00002"},
   };
 }
 

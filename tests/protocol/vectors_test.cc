@@ -135,6 +135,24 @@ struct Renderer {
   json operator()(const ErrorReply& b) const {
     return {{"code", b.code}, {"message", b.message}};
   }
+  json operator()(const GetStatus&) const { return json::object(); }
+  json operator()(const ListTrials& b) const {
+    return {{"status", b.status ? json(*b.status) : json(nullptr)},
+            {"offset", b.offset},
+            {"limit", b.limit}};
+  }
+  json operator()(const GetTrial& b) const { return {{"trial_id", b.trial_id}}; }
+  json operator()(const GetStatistics&) const { return json::object(); }
+  json operator()(const GetMetrics& b) const {
+    return {{"trial_id", b.trial_id ? json(*b.trial_id) : json(nullptr)}};
+  }
+  json operator()(const ExportData&) const { return json::object(); }
+  json operator()(const UpdateLimits& b) const {
+    return {{"concurrency", b.concurrency ? json(*b.concurrency) : json(nullptr)},
+            {"max_trials", b.max_trials ? json(*b.max_trials) : json(nullptr)},
+            {"max_duration_s", b.max_duration_s ? json(*b.max_duration_s) : json(nullptr)}};
+  }
+  json operator()(const KillTrial& b) const { return {{"trial_id", b.trial_id}}; }
 };
 
 // The number the algorithms see for an expected metric value.

@@ -6,9 +6,14 @@
 //  2. dispatch latency: a worker frees a slot (TrialEnd) -> the next
 //     NewTrialJob arrives, vs a raw DEALER/ROUTER round trip.
 //  3. per-trial host cost at growing trial counts (flat is the goal).
+//  4. the same ingest and dispatch with the SQLite experiment store (what
+//     `tunehost run` uses), against the host without it.
 //
 // Usage: tunehost-bench [--plugins DIR] [--metrics N] [--trials N]
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -23,6 +28,7 @@
 
 #include "tunehost/host/plugin.h"
 #include "tunehost/host/server.h"
+#include "tunehost/host/store.h"
 #include "tunehost/protocol/codec.h"
 
 namespace {
@@ -149,12 +155,36 @@ class FakeWorker {
   uint64_t next_ = 0;
 };
 
+// A fresh store file in the temporary directory, removed at exit.
+class TempStore {
+ public:
+  TempStore() {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tunehost-bench-" + std::to_string(getpid()) + "-" + std::to_string(++count_));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    tunehost::Status st = th::Store::Open(dir_ / "store.db", th::Store::Mode::kCreate, &store_);
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  }
+  ~TempStore() {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  th::Store* get() { return store_.get(); }
+
+ private:
+  static inline int count_ = 0;
+  std::filesystem::path dir_;
+  std::unique_ptr<th::Store> store_;
+};
+
 struct HostUnderTest {
   th::PluginRegistry registry;
+  std::unique_ptr<TempStore> store;
   std::unique_ptr<th::Server> server;
   std::thread loop;
 
-  HostUnderTest(const std::string& plugins, uint64_t max_trials) {
+  HostUnderTest(const std::string& plugins, uint64_t max_trials, bool with_store) {
     registry.LoadDirectory(plugins);
     th::ServerOptions o;
     o.endpoints = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
@@ -163,6 +193,10 @@ struct HostUnderTest {
     o.ack_timeout = std::chrono::milliseconds(60000);
     server = std::make_unique<th::Server>(o, &registry);
     if (!server->Bind().ok()) throw std::runtime_error("bind failed");
+    if (with_store) {
+      store = std::make_unique<TempStore>();
+      server->UseStore(store->get());
+    }
     p::ExperimentSpec spec;
     spec.id = "bench";
     spec.tuner.name = "random";
@@ -181,8 +215,8 @@ struct HostUnderTest {
   }
 };
 
-double HostIngest(const std::string& plugins, size_t n) {
-  HostUnderTest host(plugins, 1);
+double HostIngest(const std::string& plugins, size_t n, bool with_store) {
+  HostUnderTest host(plugins, 1, with_store);
   zmq::context_t ctx(1);
   FakeWorker w(ctx, host.server->bound(), "bench-worker-000001");
   w.Hello(1);
@@ -237,8 +271,8 @@ double RawRoundTrip(size_t n) {
 
 // Mean seconds from "trial ended" to "next job arrived", over `trials` trials,
 // with the random tuner generating each parameter set.
-double HostDispatch(const std::string& plugins, size_t trials) {
-  HostUnderTest host(plugins, trials + 1);
+double HostDispatch(const std::string& plugins, size_t trials, bool with_store = false) {
+  HostUnderTest host(plugins, trials + 1, with_store);
   zmq::context_t ctx(1);
   FakeWorker w(ctx, host.server->bound(), "bench-worker-000001");
   w.Hello(1);
@@ -269,7 +303,7 @@ int main(int argc, char** argv) {
   try {
     size_t bytes = 0;
     double raw = RawIngest(metrics, &bytes);
-    double host = HostIngest(plugins, metrics);
+    double host = HostIngest(plugins, metrics, false);
     std::printf("ingest (%zu metrics of %zu B, one worker)\n", metrics, bytes);
     std::printf("  raw ZeroMQ PUSH/PULL + msgpack decode : %10.0f msg/s\n", raw);
     std::printf("  tunehost (decode, engine, ack)        : %10.0f msg/s\n", host);
@@ -292,6 +326,14 @@ int main(int argc, char** argv) {
       if (first == 0) first = per;
       std::printf("  %6zu trials: %8.1f us/trial   (x%.2f of 1000)\n", n, per * 1e6, per / first);
     }
+
+    double stored = HostIngest(plugins, metrics, true);
+    double stored_dispatch = HostDispatch(plugins, trials, true);
+    std::printf("\nwith the SQLite store (WAL, one commit per loop turn, acks after commit)\n");
+    std::printf("  ingest                                : %10.0f msg/s  (x%.2f of no store)\n",
+                stored, stored / host);
+    std::printf("  TrialEnd -> next NewTrialJob          : %10.1f us     (x%.2f of no store)\n",
+                stored_dispatch * 1e6, stored_dispatch / dispatch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tunehost-bench: %s\n", e.what());
     return 1;

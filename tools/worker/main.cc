@@ -94,6 +94,8 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   uint32_t slots = 1, gpus = 0;
   int64_t heartbeat_ms = 1000, ack_timeout_ms = 1000, kill_grace_ms = 5000, max_idle_ms = 0;
+  int64_t orphan_timeout_ms = 0;
+  int64_t host_pid = 0;
   // A repeated option overrides the earlier one, as wrappers appending flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--command", command, "trial command, run as /bin/sh -c COMMAND")->required();
@@ -121,6 +123,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-idle-ms", max_idle_ms, "exit after this long without trials (0 = never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--orphan-timeout-ms", orphan_timeout_ms,
+                 "when the process that started the worker exits: take no new trials, finish "
+                 "the running ones for a host that re-attaches them, exit when done, or after "
+                 "this long if no host asks for them (0 = off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--host-pid", host_pid,
+                 "for --orphan-timeout-ms: the parent process whose exit makes this worker an "
+                 "orphan (default: the parent at start)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -149,6 +161,8 @@ int main(int argc, char** argv) {
   options.ack_timeout = milliseconds(ack_timeout_ms);
   options.kill_grace = milliseconds(kill_grace_ms);
   options.max_idle = milliseconds(max_idle_ms);
+  options.orphan_timeout = milliseconds(orphan_timeout_ms);
+  options.host_pid = static_cast<pid_t>(host_pid);
 
   const int wake_fd = InstallSignalPipe();
   if (wake_fd < 0) {

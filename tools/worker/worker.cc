@@ -63,6 +63,7 @@ int Worker::Run() {
   spdlog::info("worker {} connected: jobs {}, results {}, events {}; {} slot(s)", options_.id,
                options_.jobs_endpoint, options_.results_endpoint, options_.events_endpoint,
                options_.slots);
+  parent_ = options_.host_pid != 0 ? options_.host_pid : getppid();
   SendHello();
   const auto now = Clock::now();
   next_heartbeat_ = now + options_.heartbeat;
@@ -194,6 +195,7 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
     Send(protocol::TrialRejected{options_.id, job.trial_id, job.attempt, reason});
   };
   if (shutting_down_) return reject("worker shutting down");
+  if (orphaned_) return reject("orphaned worker: the host that started it exited");
   if (FindTrial(job.trial_id, job.attempt) != nullptr) {
     // A repeated offer of what already runs here: confirm it, start nothing.
     Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt});
@@ -238,6 +240,11 @@ void Worker::OnEvent(const std::vector<zmq::message_t>& frames) {
     OnAck(*ack);
   } else if (std::holds_alternative<protocol::HelloRequest>(message.body)) {
     spdlog::info("host asked for a hello");
+    if (orphaned_ && !adopted_) {
+      adopted_ = true;
+      spdlog::info("orphaned worker adopted by a host: finishing {} trial(s) for it",
+                   trials_.size());
+    }
     SendHello();
   } else {
     spdlog::debug("events: ignored a '{}' message", message.type);
@@ -330,6 +337,7 @@ void Worker::RunTimers() {
       t->sigkill_sent = true;
     }
   }
+  CheckOrphaned(now);
   const bool forced = shutting_down_ && now >= shutdown_deadline_;
   ReapAndFinish(forced);
   if (shutting_down_) {
@@ -338,6 +346,26 @@ void Worker::RunTimers() {
              now - last_activity_ >= options_.max_idle) {
     spdlog::info("idle for {} ms, exiting", options_.max_idle.count());
     stop_ = true;
+  }
+}
+
+void Worker::CheckOrphaned(Clock::time_point now) {
+  if (options_.orphan_timeout.count() <= 0 || shutting_down_) return;
+  if (!orphaned_ && getppid() != parent_) {
+    orphaned_ = true;
+    orphaned_at_ = now;
+    spdlog::warn("the process that started this worker exited: taking no new trials, finishing "
+                 "{} running one(s) for a host that takes them back",
+                 trials_.size());
+  }
+  if (!orphaned_) return;
+  if (trials_.empty()) {
+    spdlog::info("orphaned worker has no trial left: exiting");
+    BeginShutdown();
+  } else if (!adopted_ && now - orphaned_at_ >= options_.orphan_timeout) {
+    spdlog::warn("no host took this orphaned worker's trials within {} ms: stopping them",
+                 options_.orphan_timeout.count());
+    BeginShutdown();
   }
 }
 
@@ -390,7 +418,8 @@ void Worker::Finish() {
 void Worker::SendHello() {
   protocol::WorkerHello hello;
   hello.worker_id = options_.id;
-  hello.slots = options_.slots;
+  // An orphan offers no slot beyond the trials it still runs.
+  hello.slots = orphaned_ ? static_cast<uint32_t>(trials_.size()) : options_.slots;
   hello.resources.gpus = options_.gpus;
   hello.resources.extra = HostExtra();
   hello.language = "c++";
@@ -449,6 +478,7 @@ std::vector<protocol::RunningTrial> Worker::RunningTrials() const {
 }
 
 uint32_t Worker::FreeSlots() const {
+  if (orphaned_) return 0;
   return trials_.size() >= options_.slots ? 0
                                           : options_.slots - static_cast<uint32_t>(trials_.size());
 }

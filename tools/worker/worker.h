@@ -3,6 +3,8 @@
 // a wake-up pipe for signals.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -30,6 +32,15 @@ struct WorkerOptions {
   std::chrono::milliseconds ack_timeout{1000};
   std::chrono::milliseconds kill_grace{5000};
   std::chrono::milliseconds max_idle{0};  // 0 = forever
+  // Orphan mode (0 = off): when the process that started the worker exits
+  // (its host was killed), the worker takes no new trials, keeps running and
+  // reporting the ones it has to whatever host serves the endpoints (a
+  // resumed host re-attaches them) and exits once they are done; if no host
+  // asks for it (HR) within this time, it stops its trials and exits.
+  std::chrono::milliseconds orphan_timeout{0};
+  // The process whose exit makes the worker an orphan; 0: its parent when it
+  // starts (a host that died while the worker started is then missed).
+  pid_t host_pid = 0;
 };
 
 class Worker {
@@ -102,6 +113,11 @@ class Worker {
   bool stop_ = false;
   Clock::time_point shutdown_deadline_;
   int shutdown_signals_ = 0;
+  pid_t parent_ = 0;          // the process that started the worker
+  bool orphaned_ = false;     // it is gone
+  bool adopted_ = false;      // a host asked for a hello since then
+  Clock::time_point orphaned_at_;
+  void CheckOrphaned(Clock::time_point now);
 };
 
 }  // namespace tunehost::worker

@@ -34,6 +34,15 @@ IMPORT_DATA = "FD"
 ADD_CUSTOMIZED_TRIAL_JOB = "AD"
 TERMINATE = "TE"
 PING = "PI"
+# Control API (issue #5): queries and changes of a running experiment.
+GET_STATUS = "ST"
+LIST_TRIALS = "LT"
+GET_TRIAL = "GT"
+GET_STATISTICS = "JS"
+GET_METRICS = "MT"
+EXPORT_DATA = "EX"
+UPDATE_LIMITS = "UX"
+KILL_TRIAL = "KT"
 # Worker -> host (ME and EN also on control).
 REPORT_METRIC_DATA = "ME"
 TRIAL_END = "EN"
@@ -67,6 +76,8 @@ USER_CANCELED = "USER_CANCELED"
 SYS_CANCELED = "SYS_CANCELED"
 EARLY_STOPPED = "EARLY_STOPPED"
 TERMINAL_STATUSES = (SUCCEEDED, FAILED, USER_CANCELED, SYS_CANCELED, EARLY_STOPPED)
+# Trial statuses of the control API (NNI's trialJobStatus).
+CONTROL_TRIAL_STATUSES = ("WAITING", "RUNNING") + TERMINAL_STATUSES
 
 # Parameter sources of a trial.
 SOURCE_ALGORITHM = "algorithm"
@@ -177,6 +188,22 @@ SCHEMA = collections.OrderedDict([
     (ADD_CUSTOMIZED_TRIAL_JOB, (_f("parameters", "map"),)),
     (TERMINATE, ()),
     (PING, ()),
+    (GET_STATUS, ()),
+    (LIST_TRIALS, (
+        _f("status", "enum", False, CONTROL_TRIAL_STATUSES),
+        _f("offset", "uint64", False),
+        _f("limit", "uint64", False),
+    )),
+    (GET_TRIAL, (_f("trial_id", "str"),)),
+    (GET_STATISTICS, ()),
+    (GET_METRICS, (_f("trial_id", "str", False),)),
+    (EXPORT_DATA, ()),
+    (UPDATE_LIMITS, (
+        _f("concurrency", "uint32", False),
+        _f("max_trials", "uint64", False),
+        _f("max_duration_s", "float", False),
+    )),
+    (KILL_TRIAL, (_f("trial_id", "str"),)),
     (REPORT_METRIC_DATA, (
         _f("trial_id", "str"),
         _f("attempt", "uint32", False),
@@ -254,6 +281,9 @@ TYPE_CODES = tuple(SCHEMA)
 _CHECKS = {
     ("experiment", "concurrency"): (lambda v: v >= 1, "must be >= 1"),
     ("experiment", "max_duration_s"): (lambda v: v >= 0, "must be >= 0"),
+    # UX (top level): at least one trial at once; a finite time budget.
+    ("concurrency",): (lambda v: v >= 1, "must be >= 1"),
+    ("max_duration_s",): (lambda v: 0 <= v < float("inf"), "must be finite and >= 0"),
 }
 
 # ---------------------------------------------------------------- values

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +83,62 @@ class EngineSink {
   // then calls Engine::OnTunerBarrier: by then any send_trial those calls
   // made has reached the engine.
   virtual void TunerBarrier() = 0;
+  // Persistence (the store). A trial was created or changed state: `event`
+  // is created, started, reattached, requeued, kill, answered (by a
+  // middleware, which `detail` names) or ended; `detail` says
+  // why. A metric was accepted (the first time; duplicates are not
+  // reported). Both come before anything is published or handed to a plugin
+  // for it. Default: nothing is kept.
+  virtual void TrialChanged(const Trial& trial, std::string_view event, std::string_view detail) {
+    (void)trial, (void)event, (void)detail;
+  }
+  virtual void MetricAccepted(const Trial& trial, const protocol::ReportMetricData& m) {
+    (void)trial, (void)m;
+  }
+};
+
+// --- trial events and middleware (NNI's ExecutionEngine) ---
+
+enum class TrialEventKind { kIntermediateMetric, kFinalMetric, kTrainingEnd };
+
+// One event of a trial, shown to each registered callback in order before
+// the engine acts on it. A callback may cancel the event (later callbacks
+// and the default action skip it) or only prevent the default action
+// (recording the metric; ending the trial). Callbacks run on the loop thread
+// and must not call back into the engine.
+struct TrialEvent {
+  TrialEventKind kind = TrialEventKind::kIntermediateMetric;
+  const Trial* trial = nullptr;                        // as it is before the event
+  const protocol::ReportMetricData* metric = nullptr;  // metric events
+  protocol::TrialStatus status = protocol::TrialStatus::kSucceeded;  // kTrainingEnd
+  bool cancel = false;
+  bool prevent_default = false;
+};
+using TrialEventCallback = std::function<void(TrialEvent&)>;
+
+// A stage between the tuner and the workers (NNI's Middleware). OnSubmit
+// sees each new trial before it is queued (not external ones): it may
+// rewrite the parameters, or answer with a final result, and the trial then
+// ends SUCCEEDED with it without running. OnEnded sees every trial that
+// reached its terminal state (restored ones too).
+class TrialMiddleware {
+ public:
+  virtual ~TrialMiddleware() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::optional<protocol::Metric> OnSubmit(Trial& trial) = 0;
+  virtual void OnEnded(const Trial& trial) { (void)trial; }
+};
+
+// A configuration that already SUCCEEDED (same parameters, byte for byte as
+// MessagePack) returns its final result instead of running again.
+class DeduplicateMiddleware final : public TrialMiddleware {
+ public:
+  std::string_view name() const override { return "deduplicate"; }
+  std::optional<protocol::Metric> OnSubmit(Trial& trial) override;
+  void OnEnded(const Trial& trial) override;
+
+ private:
+  std::unordered_map<std::string, protocol::Metric> results_;  // by packed parameters
 };
 
 // Parameter ids handed to the tuner and not yet used. Thread-safe: the
@@ -98,6 +155,8 @@ class ParameterIdPool {
   bool IsOpen(int64_t id) const;
   // Next id that Allocate would hand out (for numbering after resume).
   int64_t next() const;
+  // Resume: Allocate continues at `next` (or later).
+  void StartAt(int64_t next);
 
  private:
   mutable std::mutex mu_;
@@ -175,6 +234,60 @@ class Engine {
   const Stats& stats() const { return stats_; }
   size_t free_slots() const;  // announced by live workers, minus running
 
+  // --- resume (issue #5) ---
+  // Before Start(): rebuilds one trial from the store. Ended trials keep
+  // their status and count against the budget (restore them in end order);
+  // a trial that was running waits `reattach_grace` for its worker to
+  // re-announce it, then is re-offered with a new attempt; a waiting one is
+  // offered again.
+  void Restore(Trial trial, Clock::time_point now, std::chrono::milliseconds reattach_grace);
+  // Parameter ids continue at `next_parameter_id`; `elapsed` of
+  // max_duration was used before the restart.
+  void RestoreCounters(int64_t next_parameter_id, std::chrono::milliseconds elapsed);
+  // A stored experiment opened read-only: status VIEWED, nothing is offered.
+  void SetViewed();
+  // Run time counted against max_duration (including before a restart).
+  Clock::duration elapsed(Clock::time_point now) const;
+
+  // --- ExecutionEngine operations (issue #5) ---
+  // Submits a trial with these parameters (source customized), as AD does.
+  const Trial& Submit(protocol::Packed parameters, Clock::time_point now) {
+    return AddCustomized(std::move(parameters), now);
+  }
+  // Trials that could start now: free worker slots, within the concurrency.
+  size_t IdleSlots() const;
+  // Whether max_trials and max_duration still allow a new trial.
+  bool BudgetAvailable(Clock::time_point now) const { return BudgetOpen(now); }
+  // Event callbacks, called in registration order; the id removes one.
+  int AddEventCallback(TrialEventCallback callback);
+  void RemoveEventCallback(int id);
+  // Middleware stages, applied in the order added.
+  void AddMiddleware(std::unique_ptr<TrialMiddleware> middleware);
+
+  // --- control (issue #5) ---
+  // Every trial, sorted by sequence_id (built per call: trials_ is unordered,
+  // and trials also arrive through Restore).
+  std::vector<const Trial*> TrialsInOrder() const;
+  // The control API's trial status: WAITING (queued or offered), RUNNING, or
+  // the terminal status.
+  static std::string_view ControlStatus(const Trial& trial);
+  // Trials per ControlStatus, only non-zero ones, in the order of
+  // protocol::kControlTrialStatuses.
+  std::vector<std::pair<std::string, uint64_t>> CountsByStatus() const;
+  // When Start() ran (steady clock); Clock::time_point{} before.
+  Clock::time_point started_at() const { return started_; }
+  // KT: a running trial gets KI (reason "user") and ends USER_CANCELED when
+  // its worker answers; a waiting or offered one (and a running external
+  // one, which has no worker) ends USER_CANCELED at once. NotFound for an
+  // unknown id, BadState for an ended trial.
+  Status KillTrial(const std::string& id, Clock::time_point now);
+  // UX: changes the limits (nullopt keeps one). concurrency >= 1; 0 means
+  // unlimited for the two budgets. Acts at once (more offers, DONE when a
+  // lowered budget is reached, RUNNING again when a raised one reopens it).
+  // BadState once the experiment is DONE, STOPPED or ERROR.
+  Status UpdateLimits(std::optional<uint32_t> concurrency, std::optional<uint64_t> max_trials,
+                      std::optional<double> max_duration_s, Clock::time_point now);
+
  private:
   struct Worker {
     std::string id;
@@ -221,6 +334,15 @@ class Engine {
   bool barrier_pending_ = false;
   bool tuner_exhausted_ = false;     // last request answered NO_MORE_TRIALS
   uint64_t next_sequence_ = 0;
+  std::chrono::milliseconds restored_elapsed_{0};
+  std::vector<std::pair<int, TrialEventCallback>> callbacks_;
+  int next_callback_ = 0;
+  std::vector<std::unique_ptr<TrialMiddleware>> middleware_;
+  // Runs the callbacks; false when the default action must not happen.
+  bool Dispatch(TrialEvent& event);
+  // A middleware answered a new trial: it ends SUCCEEDED with `result`.
+  void AnswerFromMiddleware(Trial& trial, const protocol::Metric& result,
+                            std::string_view middleware, Clock::time_point now);
   std::vector<std::string> ended_order_;
   Stats stats_;
 };

@@ -22,6 +22,9 @@ struct TimingOptions {
   std::optional<std::chrono::milliseconds> heartbeat_interval;  // heartbeatIntervalMs
   std::optional<std::chrono::milliseconds> ack_timeout;         // ackTimeoutMs
   std::optional<size_t> max_message_bytes;                      // maxMessageBytes
+  // deduplicate: a configuration that already succeeded is not run again;
+  // its trial ends at once with the stored result (DeduplicateMiddleware).
+  std::optional<bool> deduplicate;
 };
 
 struct ExperimentConfig {
@@ -53,5 +56,12 @@ bool ParseDuration(std::string_view text, double* seconds);
 
 // A fresh experiment id: 8 characters from [a-z0-9].
 std::string NewExperimentId();
+
+// True for an id usable as a directory name: 1-64 of [A-Za-z0-9_-].
+bool ValidExperimentId(std::string_view id);
+
+// Where experiments live when the file names no experimentWorkingDirectory:
+// ~/tunehost-experiments.
+std::filesystem::path DefaultWorkingDir();
 
 }  // namespace tunehost::host

@@ -32,11 +32,15 @@ struct LocalWorkersOptions {
   // oldest of those deaths is a minute old before the next respawn.
   int max_respawns_per_minute = 3;
   std::chrono::milliseconds stop_timeout{5000};  // SIGTERM -> SIGKILL
+  // Workers outlive a host that dies without stopping them (no SIGTERM on
+  // the host's death): pass --orphan-timeout-ms in extra_args so they finish
+  // their trials for a resumed host and then exit.
+  bool outlive_host = false;
 };
 
 // Workers run in their own process groups, so a terminal's Ctrl-C reaches the
 // host only and the host decides how workers stop. On Linux each worker also
-// gets SIGTERM if the host dies. Not copyable; methods are not thread-safe
+// gets SIGTERM if the host dies, unless outlive_host is set. Not copyable; methods are not thread-safe
 // with each other (call them from one thread).
 class LocalWorkers {
  public:

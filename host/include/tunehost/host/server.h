@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@ struct ServerOptions {
   int liveness = 3;
   // Exit the loop once the experiment is DONE or ERROR (tunehost run).
   bool exit_when_finished = false;
+  // DeduplicateMiddleware: a configuration that already succeeded is answered
+  // with its stored result instead of running again.
+  bool deduplicate = false;
 };
 
 // Experiment statuses (NNI names).
@@ -43,6 +47,7 @@ enum class ExperimentStatus {
   kStopping,
   kStopped,
   kError,
+  kViewed,  // a stored experiment opened read-only (tunehost view)
 };
 std::string_view ToString(ExperimentStatus s);
 
@@ -67,6 +72,17 @@ struct ExperimentSummary {
   uint64_t offers = 0, rejects = 0, reoffers = 0;
 };
 
+class Store;
+
+// Where an experiment stands, for live progress.
+struct ProgressInfo {
+  ExperimentStatus status = ExperimentStatus::kInitialized;
+  std::map<std::string, uint64_t> counts;  // trials by status (WAITING, RUNNING, SUCCEEDED, ...)
+  double elapsed_s = 0;                    // run time, including before a resume
+  uint64_t max_trials = 0;                 // current limits (0 = unlimited)
+  double max_duration_s = 0;
+};
+
 class Server {
  public:
   // `registry` must outlive the server.
@@ -85,8 +101,29 @@ class Server {
   // `search_space` is a MessagePack map. Call after Bind, before Run.
   Status Configure(const protocol::ExperimentSpec& spec, const protocol::Packed& search_space);
 
+  // Keeps the experiment in `store` (must outlive the server): trials, their
+  // state changes, metrics (committed before they are acknowledged or handed
+  // to a plugin), events, search spaces and plugin checkpoints. Call before
+  // Configure.
+  void UseStore(Store* store);
+  // Resume: rebuilds the trials from the store given to UseStore and what the
+  // plugins knew (their last checkpoint plus the results that ended after
+  // it, or every result through import_data when the tuner keeps no state).
+  // Trials stopped with the experiment run again; trials that were running
+  // wait `reattach_grace` for their workers to re-announce them. After
+  // Configure, before Run.
+  Status Restore(std::chrono::milliseconds reattach_grace);
+  // View: the trials of `store` read-only (status VIEWED, no plugins, no
+  // offers); the control socket answers queries. After Bind, instead of
+  // Configure.
+  Status View(const protocol::ExperimentSpec& spec, const Store& store);
+
   // Called on the loop thread whenever a trial reaches its terminal state.
   void OnTrialEnd(std::function<void(const TrialSummary&)> callback);
+  // Called on the loop thread about once a second while Run() runs.
+  void OnTick(std::function<void()> callback);
+  // Valid on the loop thread (in callbacks) and after Run returned.
+  ProgressInfo Progress() const;
 
   // Runs the poll loop until Stop(), a TE request, or (with
   // exit_when_finished) the experiment is finished.

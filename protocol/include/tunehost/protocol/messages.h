@@ -77,6 +77,30 @@ struct ImportData { std::vector<ImportRecord> data; };                          
 struct AddCustomizedTrialJob { Packed parameters; };                                     // AD
 struct Terminate {};                                                                     // TE
 struct Ping {};                                                                          // PI
+// Control API (issue #5): queries and changes of a running experiment.
+struct GetStatus {};                                                                     // ST
+struct ListTrials {                                                                      // LT
+  std::optional<std::string> status;  // a trial status (WAITING, RUNNING, SUCCEEDED, ...)
+  uint64_t offset = 0;
+  uint64_t limit = 0;  // 0 = all
+};
+struct GetTrial { std::string trial_id; };                                               // GT
+struct GetStatistics {};                                                                 // JS
+struct GetMetrics { std::optional<std::string> trial_id; };                              // MT (nil: all)
+struct ExportData {};                                                                    // EX
+struct UpdateLimits {                                                                    // UX
+  std::optional<uint32_t> concurrency;    // >= 1
+  std::optional<uint64_t> max_trials;     // 0 = unlimited
+  std::optional<double> max_duration_s;   // 0 = unlimited
+};
+struct KillTrial { std::string trial_id; };                                              // KT
+
+// Trial statuses of the control API (NNI's trialJobStatus): the terminal
+// statuses plus WAITING (queued or offered) and RUNNING.
+inline constexpr const char* kControlTrialStatuses[] = {
+    "WAITING", "RUNNING", "SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED",
+    "EARLY_STOPPED"};
+bool IsControlTrialStatus(std::string_view s);
 
 // --- worker -> host (results socket); ME and EN also on control ---
 struct ReportMetricData {                                                                // ME
@@ -145,7 +169,8 @@ using Body = std::variant<Initialize, RequestTrialJobs, UpdateSearchSpace, Impor
                           WorkerHello, Heartbeat, TrialStarted, TrialRejected, WorkerBye,
                           NewTrialJob, SendTrialJobParameter, KillTrialJob, MetricAck,
                           HelloRequest, Initialized, NoMoreTrialJobs, ErrorEvent, OkReply,
-                          ErrorReply>;
+                          ErrorReply, GetStatus, ListTrials, GetTrial, GetStatistics,
+                          GetMetrics, ExportData, UpdateLimits, KillTrial>;
 
 // The wire type code of a body ("IN", "TR", "ok", ...).
 std::string_view TypeCode(const Body& body);

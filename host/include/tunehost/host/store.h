@@ -1,0 +1,115 @@
+// The experiment store: one SQLite database per experiment, in WAL mode.
+// It keeps what a restarted host needs to continue without losing work (the
+// experiment file, search spaces, limits, every trial and every change of its
+// state, every accepted metric, published events, plugin checkpoints) and what
+// `tunehost view` shows.
+//
+// Writes are batched: the first write after a Commit opens a transaction and
+// Commit closes it. The server commits once per loop turn and only then sends
+// metric acknowledgements and hands results to the plugins, so whatever a
+// worker saw acknowledged is on disk. synchronous=NORMAL: a committed batch
+// survives the host process dying (SIGKILL, crash); an operating-system crash
+// may lose the last batches (SQLite's WAL guarantee at that level).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tunehost/protocol/messages.h"
+#include "tunehost/status.h"
+
+namespace tunehost::host {
+
+struct Trial;
+
+inline constexpr int kStoreSchemaVersion = 1;
+
+// A trial as the store has it (resume and view rebuild the engine from these).
+struct StoredTrial {
+  std::string trial_id;
+  uint64_t sequence_id = 0;
+  int64_t parameter_id = 0;
+  protocol::ParameterSource source = protocol::ParameterSource::kAlgorithm;
+  protocol::Packed parameters;
+  std::string state;  // WAITING, RUNNING, ENDED
+  std::optional<protocol::TrialStatus> status;
+  uint32_t attempt = 0;
+  uint32_t offers = 0;
+  std::string worker_id;
+  std::string error;
+  double created = 0, started = 0, ended = 0;  // unix seconds; 0 = not yet
+  int64_t end_order = -1;                      // position among ended trials
+  bool final_synthesized = false;
+  std::map<uint64_t, protocol::Metric> periodical;  // by sequence
+  std::optional<protocol::Metric> final_metric;
+};
+
+struct StoredCheckpoint {
+  std::string plugin;       // plugin name
+  protocol::Packed state;   // the plugin's saved state
+  uint64_t ended_count = 0; // trials ended (in end order) whose results it had seen
+};
+
+class Store {
+ public:
+  enum class Mode { kCreate, kOpen, kReadOnly };
+
+  // kCreate makes a new database (refuses an existing file); kOpen and
+  // kReadOnly need one. A schema older than this host is migrated (kOpen);
+  // a newer one is refused.
+  static Status Open(const std::filesystem::path& file, Mode mode, std::unique_ptr<Store>* out);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::filesystem::path& file() const { return file_; }
+
+  // --- writes (batched until Commit) ---
+  void SetMeta(std::string_view key, std::string_view value);
+  void SetMeta(std::string_view key, double value);
+  void SetConfig(const std::filesystem::path& source_file, std::string_view yaml);
+  void AddSearchSpace(const protocol::Packed& space);
+  void PutTrial(const Trial& t, double created, double started, double ended, int64_t end_order);
+  void AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
+                     std::string_view worker_id, std::string_view detail);
+  void PutMetric(const std::string& trial_id, const protocol::ReportMetricData& m);
+  void AddEvent(std::string_view type, const protocol::Packed& body);
+  void PutCheckpoint(std::string_view kind, const StoredCheckpoint& c);
+  // Ends the open batch. An error leaves the store unusable for writing: the
+  // caller must stop acknowledging.
+  Status Commit();
+  bool failed() const { return !error_.empty(); }
+
+  // --- reads ---
+  std::optional<std::string> Meta(std::string_view key) const;
+  Status Config(std::filesystem::path* source_file, std::string* yaml) const;
+  std::optional<protocol::Packed> LatestSearchSpace() const;
+  Status Trials(std::vector<StoredTrial>* out) const;  // by sequence_id, with metrics
+  std::optional<StoredCheckpoint> Checkpoint(std::string_view kind) const;
+  int64_t CountRows(std::string_view table) const;
+
+ private:
+  Store() = default;
+  Status Exec(const char* sql);
+  Status Migrate(bool read_only);
+  sqlite3_stmt* Prepare(const char* sql) const;
+  void Begin();
+  void Step(sqlite3_stmt* st, const char* what);
+  void Fail(const char* what);
+
+  std::filesystem::path file_;
+  sqlite3* db_ = nullptr;
+  bool in_batch_ = false;
+  std::string error_;
+  mutable std::map<const char*, sqlite3_stmt*> statements_;  // by SQL text pointer
+};
+
+}  // namespace tunehost::host

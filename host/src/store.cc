@@ -1,0 +1,474 @@
+#include "tunehost/host/store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <limits>
+#include <system_error>
+
+#include "tunehost/host/engine.h"
+
+namespace tunehost::host {
+
+namespace p = tunehost::protocol;
+namespace fs = std::filesystem;
+
+namespace {
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Schema version 1. Each later version appends one migration step to
+// kMigrations (from version i to i + 1); a store is migrated step by step in
+// one transaction.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE config(id INTEGER PRIMARY KEY CHECK (id = 1), source_file TEXT NOT NULL,
+                    yaml TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE search_spaces(seq INTEGER PRIMARY KEY AUTOINCREMENT, space BLOB NOT NULL,
+                           at REAL NOT NULL);
+CREATE TABLE trials(trial_id TEXT PRIMARY KEY, sequence_id INTEGER NOT NULL UNIQUE,
+                    parameter_id INTEGER NOT NULL, source TEXT NOT NULL,
+                    parameters BLOB NOT NULL, state TEXT NOT NULL, status TEXT,
+                    attempt INTEGER NOT NULL, offers INTEGER NOT NULL,
+                    worker_id TEXT NOT NULL, error TEXT NOT NULL,
+                    final_synthesized INTEGER NOT NULL,
+                    created REAL NOT NULL, started REAL NOT NULL, ended REAL NOT NULL,
+                    end_order INTEGER NOT NULL);
+CREATE TABLE trial_events(id INTEGER PRIMARY KEY, trial_id TEXT NOT NULL, at REAL NOT NULL,
+                          event TEXT NOT NULL, attempt INTEGER NOT NULL,
+                          worker_id TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX trial_events_by_trial ON trial_events(trial_id);
+CREATE TABLE metrics(trial_id TEXT NOT NULL, type TEXT NOT NULL, sequence INTEGER NOT NULL,
+                     attempt INTEGER NOT NULL, value BLOB NOT NULL, scalar REAL,
+                     at REAL NOT NULL, PRIMARY KEY(trial_id, type, sequence)) WITHOUT ROWID;
+CREATE TABLE events(id INTEGER PRIMARY KEY, at REAL NOT NULL, type TEXT NOT NULL,
+                    body BLOB NOT NULL);
+CREATE TABLE checkpoints(kind TEXT PRIMARY KEY, plugin TEXT NOT NULL, state BLOB NOT NULL,
+                         ended_count INTEGER NOT NULL, at REAL NOT NULL);
+)sql";
+
+constexpr const char* kMigrations[] = {
+    kSchemaV1,  // 0 -> 1
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kStoreSchemaVersion,
+              "one migration step per schema version");
+
+std::string_view StateName(TrialState s) {
+  switch (s) {
+    case TrialState::kWaiting:
+    case TrialState::kOffered: return "WAITING";
+    case TrialState::kRunning: return "RUNNING";
+    case TrialState::kEnded: return "ENDED";
+  }
+  return "WAITING";
+}
+
+std::string Column(sqlite3_stmt* st, int i) {
+  const unsigned char* text = sqlite3_column_text(st, i);
+  return text ? std::string(reinterpret_cast<const char*>(text),
+                            static_cast<size_t>(sqlite3_column_bytes(st, i)))
+              : std::string();
+}
+
+p::Packed BlobColumn(sqlite3_stmt* st, int i) {
+  const void* blob = sqlite3_column_blob(st, i);
+  return blob ? p::Packed(static_cast<const char*>(blob),
+                          static_cast<size_t>(sqlite3_column_bytes(st, i)))
+              : p::Packed();
+}
+
+void BindText(sqlite3_stmt* st, int i, std::string_view s) {
+  sqlite3_bind_text(st, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+
+void BindBlob(sqlite3_stmt* st, int i, std::string_view s) {
+  sqlite3_bind_blob(st, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+
+}  // namespace
+
+Status Store::Open(const fs::path& file, Mode mode, std::unique_ptr<Store>* out) {
+  std::error_code ec;
+  const bool exists = fs::exists(file, ec);
+  if (mode == Mode::kCreate && exists) {
+    return Status::BadState("store " + file.string() + " already exists");
+  }
+  if (mode != Mode::kCreate && !exists) {
+    return Status::NotFound("no store at " + file.string());
+  }
+  std::unique_ptr<Store> store(new Store());
+  store->file_ = file;
+  int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
+                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (sqlite3_open_v2(file.c_str(), &store->db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string why = store->db_ ? sqlite3_errmsg(store->db_) : "out of memory";
+    return Status::Unavailable("cannot open store " + file.string() + ": " + why);
+  }
+  sqlite3_busy_timeout(store->db_, 5000);
+  if (mode != Mode::kReadOnly) {
+    Status st = store->Exec("PRAGMA journal_mode=WAL");
+    if (st.ok()) st = store->Exec("PRAGMA synchronous=NORMAL");
+    if (!st.ok()) return st;
+  }
+  Status st = store->Migrate(mode == Mode::kReadOnly);
+  if (!st.ok()) return st;
+  *out = std::move(store);
+  return Status::Ok();
+}
+
+Store::~Store() {
+  if (in_batch_ && error_.empty()) Commit();
+  for (auto& [sql, st] : statements_) sqlite3_finalize(st);
+  sqlite3_close(db_);
+}
+
+Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string why = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return Status::Internal("store " + file_.string() + ": " + why);
+  }
+  return Status::Ok();
+}
+
+Status Store::Migrate(bool read_only) {
+  sqlite3_stmt* st = nullptr;
+  int version = 0;
+  if (sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    version = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  if (version > kStoreSchemaVersion) {
+    return Status::BadState("store " + file_.string() + " has schema version " +
+                            std::to_string(version) + ", newer than this tunehost (" +
+                            std::to_string(kStoreSchemaVersion) + "): use a newer tunehost");
+  }
+  if (version == kStoreSchemaVersion) return Status::Ok();
+  if (read_only) {
+    return Status::BadState("store " + file_.string() + " has schema version " +
+                            std::to_string(version) + " and needs migrating: open it once with "
+                            "`tunehost resume` first");
+  }
+  Status s = Exec("BEGIN IMMEDIATE");
+  for (int v = version; s.ok() && v < kStoreSchemaVersion; ++v) s = Exec(kMigrations[v]);
+  if (s.ok()) {
+    s = Exec(("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion)).c_str());
+  }
+  if (!s.ok()) {
+    Exec("ROLLBACK");
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+sqlite3_stmt* Store::Prepare(const char* sql) const {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) {
+    sqlite3_reset(it->second);
+    sqlite3_clear_bindings(it->second);
+    return it->second;
+  }
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) != SQLITE_OK) {
+    spdlog::error("store: cannot prepare '{}': {}", sql, sqlite3_errmsg(db_));
+    return nullptr;
+  }
+  statements_[sql] = st;
+  return st;
+}
+
+void Store::Fail(const char* what) {
+  if (error_.empty()) {
+    error_ = std::string(what) + ": " + sqlite3_errmsg(db_);
+    spdlog::error("store {}: {}", file_.string(), error_);
+  }
+}
+
+void Store::Begin() {
+  if (in_batch_ || failed()) return;
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Fail("begin");
+    return;
+  }
+  in_batch_ = true;
+}
+
+void Store::Step(sqlite3_stmt* st, const char* what) {
+  if (st == nullptr) {
+    Fail(what);
+    return;
+  }
+  if (sqlite3_step(st) != SQLITE_DONE) Fail(what);
+  sqlite3_reset(st);
+}
+
+Status Store::Commit() {
+  if (!error_.empty()) return Status::Internal(error_);
+  if (!in_batch_) return Status::Ok();
+  in_batch_ = false;
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Fail("commit");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return Status::Internal(error_);
+  }
+  return Status::Ok();
+}
+
+void Store::SetMeta(std::string_view key, std::string_view value) {
+  Begin();
+  sqlite3_stmt* st = Prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)");
+  if (st == nullptr) return Fail("meta");
+  BindText(st, 1, key);
+  BindText(st, 2, value);
+  Step(st, "meta");
+}
+
+void Store::SetMeta(std::string_view key, double value) {
+  Begin();
+  sqlite3_stmt* st = Prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)");
+  if (st == nullptr) return Fail("meta");
+  BindText(st, 1, key);
+  sqlite3_bind_double(st, 2, value);
+  Step(st, "meta");
+}
+
+void Store::SetConfig(const fs::path& source_file, std::string_view yaml) {
+  Begin();
+  sqlite3_stmt* st =
+      Prepare("INSERT OR REPLACE INTO config(id, source_file, yaml, at) VALUES(1, ?1, ?2, ?3)");
+  if (st == nullptr) return Fail("config");
+  BindText(st, 1, source_file.string());
+  BindText(st, 2, yaml);
+  sqlite3_bind_double(st, 3, WallNow());
+  Step(st, "config");
+}
+
+void Store::AddSearchSpace(const p::Packed& space) {
+  Begin();
+  sqlite3_stmt* st = Prepare("INSERT INTO search_spaces(space, at) VALUES(?1, ?2)");
+  if (st == nullptr) return Fail("search space");
+  BindBlob(st, 1, space);
+  sqlite3_bind_double(st, 2, WallNow());
+  Step(st, "search space");
+}
+
+void Store::PutTrial(const Trial& t, double created, double started, double ended,
+                     int64_t end_order) {
+  Begin();
+  // Times and end order keep their first non-zero value.
+  sqlite3_stmt* st = Prepare(R"sql(
+INSERT INTO trials(trial_id, sequence_id, parameter_id, source, parameters, state, status,
+                   attempt, offers, worker_id, error, final_synthesized, created, started,
+                   ended, end_order)
+VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+ON CONFLICT(trial_id) DO UPDATE SET
+  source = excluded.source, state = excluded.state, status = excluded.status,
+  attempt = excluded.attempt,
+  offers = excluded.offers, worker_id = excluded.worker_id, error = excluded.error,
+  final_synthesized = excluded.final_synthesized,
+  started = CASE WHEN excluded.started > 0 THEN excluded.started ELSE started END,
+  ended = CASE WHEN excluded.ended > 0 THEN excluded.ended ELSE ended END,
+  end_order = CASE WHEN excluded.end_order >= 0 THEN excluded.end_order ELSE end_order END
+)sql");
+  if (st == nullptr) return Fail("trial");
+  BindText(st, 1, t.id);
+  sqlite3_bind_int64(st, 2, static_cast<sqlite3_int64>(t.sequence_id));
+  sqlite3_bind_int64(st, 3, t.parameter_id);
+  BindText(st, 4, p::ToString(t.source));
+  BindBlob(st, 5, t.parameters);
+  BindText(st, 6, StateName(t.state));
+  if (t.status) {
+    BindText(st, 7, p::ToString(*t.status));
+  } else {
+    sqlite3_bind_null(st, 7);
+  }
+  sqlite3_bind_int64(st, 8, t.attempt);
+  sqlite3_bind_int64(st, 9, t.offers);
+  BindText(st, 10, t.worker_id);
+  BindText(st, 11, t.error);
+  sqlite3_bind_int(st, 12, t.final_synthesized ? 1 : 0);
+  sqlite3_bind_double(st, 13, created);
+  sqlite3_bind_double(st, 14, started);
+  sqlite3_bind_double(st, 15, ended);
+  sqlite3_bind_int64(st, 16, end_order);
+  Step(st, "trial");
+}
+
+void Store::AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
+                          std::string_view worker_id, std::string_view detail) {
+  Begin();
+  sqlite3_stmt* st = Prepare(
+      "INSERT INTO trial_events(trial_id, at, event, attempt, worker_id, detail) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+  if (st == nullptr) return Fail("trial event");
+  BindText(st, 1, trial_id);
+  sqlite3_bind_double(st, 2, WallNow());
+  BindText(st, 3, event);
+  sqlite3_bind_int64(st, 4, attempt);
+  BindText(st, 5, worker_id);
+  BindText(st, 6, detail);
+  Step(st, "trial event");
+}
+
+void Store::PutMetric(const std::string& trial_id, const p::ReportMetricData& m) {
+  Begin();
+  sqlite3_stmt* st = Prepare(
+      "INSERT OR IGNORE INTO metrics(trial_id, type, sequence, attempt, value, scalar, at) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (st == nullptr) return Fail("metric");
+  BindText(st, 1, trial_id);
+  BindText(st, 2, p::ToString(m.type));
+  sqlite3_bind_int64(st, 3, static_cast<sqlite3_int64>(m.sequence));
+  sqlite3_bind_int64(st, 4, m.attempt);
+  BindBlob(st, 5, m.value.raw);
+  sqlite3_bind_double(st, 6, m.value.scalar);  // NaN binds as NULL
+  sqlite3_bind_double(st, 7, WallNow());
+  Step(st, "metric");
+}
+
+void Store::AddEvent(std::string_view type, const p::Packed& body) {
+  Begin();
+  sqlite3_stmt* st = Prepare("INSERT INTO events(at, type, body) VALUES(?1, ?2, ?3)");
+  if (st == nullptr) return Fail("event");
+  sqlite3_bind_double(st, 1, WallNow());
+  BindText(st, 2, type);
+  BindBlob(st, 3, body);
+  Step(st, "event");
+}
+
+void Store::PutCheckpoint(std::string_view kind, const StoredCheckpoint& c) {
+  Begin();
+  sqlite3_stmt* st = Prepare(
+      "INSERT OR REPLACE INTO checkpoints(kind, plugin, state, ended_count, at) "
+      "VALUES(?1, ?2, ?3, ?4, ?5)");
+  if (st == nullptr) return Fail("checkpoint");
+  BindText(st, 1, kind);
+  BindText(st, 2, c.plugin);
+  BindBlob(st, 3, c.state);
+  sqlite3_bind_int64(st, 4, static_cast<sqlite3_int64>(c.ended_count));
+  sqlite3_bind_double(st, 5, WallNow());
+  Step(st, "checkpoint");
+}
+
+std::optional<std::string> Store::Meta(std::string_view key) const {
+  sqlite3_stmt* st = Prepare("SELECT value FROM meta WHERE key = ?1");
+  if (st == nullptr) return std::nullopt;
+  BindText(st, 1, key);
+  std::optional<std::string> value;
+  if (sqlite3_step(st) == SQLITE_ROW) value = Column(st, 0);
+  sqlite3_reset(st);
+  return value;
+}
+
+Status Store::Config(fs::path* source_file, std::string* yaml) const {
+  sqlite3_stmt* st = Prepare("SELECT source_file, yaml FROM config WHERE id = 1");
+  if (st == nullptr) return Status::Internal("store " + file_.string() + ": no config table");
+  Status result = Status::NotFound("store " + file_.string() + " holds no experiment file");
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *source_file = Column(st, 0);
+    *yaml = Column(st, 1);
+    result = Status::Ok();
+  }
+  sqlite3_reset(st);
+  return result;
+}
+
+std::optional<p::Packed> Store::LatestSearchSpace() const {
+  sqlite3_stmt* st = Prepare("SELECT space FROM search_spaces ORDER BY seq DESC LIMIT 1");
+  if (st == nullptr) return std::nullopt;
+  std::optional<p::Packed> space;
+  if (sqlite3_step(st) == SQLITE_ROW) space = BlobColumn(st, 0);
+  sqlite3_reset(st);
+  return space;
+}
+
+Status Store::Trials(std::vector<StoredTrial>* out) const {
+  out->clear();
+  sqlite3_stmt* st = Prepare(R"sql(
+SELECT trial_id, sequence_id, parameter_id, source, parameters, state, status, attempt, offers,
+       worker_id, error, final_synthesized, created, started, ended, end_order
+FROM trials ORDER BY sequence_id)sql");
+  if (st == nullptr) return Status::Internal("store " + file_.string() + ": cannot read trials");
+  std::map<std::string, size_t> index;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    StoredTrial t;
+    t.trial_id = Column(st, 0);
+    t.sequence_id = static_cast<uint64_t>(sqlite3_column_int64(st, 1));
+    t.parameter_id = sqlite3_column_int64(st, 2);
+    p::ParseParameterSource(Column(st, 3), &t.source);
+    t.parameters = BlobColumn(st, 4);
+    t.state = Column(st, 5);
+    if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
+      p::TrialStatus s;
+      if (p::ParseTrialStatus(Column(st, 6), &s)) t.status = s;
+    }
+    t.attempt = static_cast<uint32_t>(sqlite3_column_int64(st, 7));
+    t.offers = static_cast<uint32_t>(sqlite3_column_int64(st, 8));
+    t.worker_id = Column(st, 9);
+    t.error = Column(st, 10);
+    t.final_synthesized = sqlite3_column_int(st, 11) != 0;
+    t.created = sqlite3_column_double(st, 12);
+    t.started = sqlite3_column_double(st, 13);
+    t.ended = sqlite3_column_double(st, 14);
+    t.end_order = sqlite3_column_int64(st, 15);
+    index[t.trial_id] = out->size();
+    out->push_back(std::move(t));
+  }
+  sqlite3_reset(st);
+  sqlite3_stmt* ms = Prepare("SELECT trial_id, type, sequence, value, scalar FROM metrics");
+  if (ms == nullptr) return Status::Internal("store " + file_.string() + ": cannot read metrics");
+  while (sqlite3_step(ms) == SQLITE_ROW) {
+    auto it = index.find(Column(ms, 0));
+    if (it == index.end()) continue;
+    StoredTrial& t = (*out)[it->second];
+    p::Metric metric;
+    metric.raw = BlobColumn(ms, 3);
+    metric.scalar = sqlite3_column_type(ms, 4) == SQLITE_NULL
+                        ? std::numeric_limits<double>::quiet_NaN()
+                        : sqlite3_column_double(ms, 4);
+    if (Column(ms, 1) == "FINAL") {
+      t.final_metric = std::move(metric);
+    } else {
+      t.periodical[static_cast<uint64_t>(sqlite3_column_int64(ms, 2))] = std::move(metric);
+    }
+  }
+  sqlite3_reset(ms);
+  return Status::Ok();
+}
+
+std::optional<StoredCheckpoint> Store::Checkpoint(std::string_view kind) const {
+  sqlite3_stmt* st =
+      Prepare("SELECT plugin, state, ended_count FROM checkpoints WHERE kind = ?1");
+  if (st == nullptr) return std::nullopt;
+  BindText(st, 1, kind);
+  std::optional<StoredCheckpoint> c;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    c.emplace();
+    c->plugin = Column(st, 0);
+    c->state = BlobColumn(st, 1);
+    c->ended_count = static_cast<uint64_t>(sqlite3_column_int64(st, 2));
+  }
+  sqlite3_reset(st);
+  return c;
+}
+
+int64_t Store::CountRows(std::string_view table) const {
+  // Table names come from code, never from input.
+  std::string sql = "SELECT COUNT(*) FROM " + std::string(table);
+  sqlite3_stmt* st = nullptr;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    n = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+}  // namespace tunehost::host

@@ -1,0 +1,544 @@
+// Issue #5 pieces of the host: the experiment store (real SQLite files in a
+// temporary directory), the engine's resume path (Engine::Restore), and its
+// ExecutionEngine operations (event callbacks, middleware, idle slots,
+// budget), driven with a small recording sink.
+#include "tunehost/host/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tunehost/host/engine.h"
+#include "tunehost/protocol/codec.h"
+
+namespace tunehost::host {
+namespace {
+
+namespace fs = std::filesystem;
+namespace p = tunehost::protocol;
+using std::chrono::milliseconds;
+
+p::Packed Params(int x) {
+  p::Packed out;
+  EXPECT_OK(p::JsonToPacked("{\"x\": " + std::to_string(x) + "}", &out));
+  return out;
+}
+
+p::Metric MetricOf(double v) {
+  p::Metric m;
+  m.raw = p::PackDouble(v);
+  m.scalar = v;
+  return m;
+}
+
+p::ReportMetricData MetricData(const std::string& trial, p::MetricType type, uint64_t seq,
+                               double v) {
+  p::ReportMetricData m;
+  m.trial_id = trial;
+  m.type = type;
+  m.sequence = seq;
+  m.value = MetricOf(v);
+  return m;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tunehost-store-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    file_ = dir_ / "store.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Store> Open(Store::Mode mode) {
+    std::unique_ptr<Store> s;
+    Status st = Store::Open(file_, mode, &s);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return s;
+  }
+
+  // Runs SQL on the file with a separate connection (what another process sees).
+  int64_t Query(const std::string& sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(file_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+  }
+
+  fs::path dir_, file_;
+};
+
+Trial MakeTrial(const std::string& id, uint64_t seq) {
+  Trial t;
+  t.id = id;
+  t.sequence_id = seq;
+  t.parameter_id = static_cast<int64_t>(seq) + 10;
+  t.parameters = Params(static_cast<int>(seq));
+  return t;
+}
+
+TEST_F(StoreTest, CreatesAVersionedWalDatabaseAndRefusesToCreateTwice) {
+  auto s = Open(Store::Mode::kCreate);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(Query("PRAGMA user_version"), kStoreSchemaVersion);
+  std::unique_ptr<Store> again;
+  Status st = Store::Open(file_, Store::Mode::kCreate, &again);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("already exists"), std::string::npos);
+  st = Store::Open(dir_ / "missing.db", Store::Mode::kOpen, &again);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  sqlite3* db = nullptr;
+  sqlite3_open(file_.c_str(), &db);
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, nullptr);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)), "wal");
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, WritesAreInvisibleUntilCommit) {
+  auto s = Open(Store::Mode::kCreate);
+  Trial t = MakeTrial("T00000", 0);
+  s->PutTrial(t, 100.0, 0, 0, -1);
+  s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 0, 0.5));
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), 0) << "a batch is one transaction";
+  ASSERT_OK(s->Commit());
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), 1);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM trials"), 1);
+}
+
+TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {
+  {
+    auto s = Open(Store::Mode::kCreate);
+    Trial t = MakeTrial("T00001", 1);
+    t.source = p::ParameterSource::kCustomized;
+    s->PutTrial(t, 100.0, 0, 0, -1);
+    t.state = TrialState::kRunning;
+    t.worker_id = "w1";
+    s->PutTrial(t, 0, 101.0, 0, -1);
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 0, 0.25));
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 1, 0.5));
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 1, 0.99));  // duplicate
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kFinal, 2, 0.75));
+    t.state = TrialState::kEnded;
+    t.status = p::TrialStatus::kSucceeded;
+    s->PutTrial(t, 0, 0, 105.0, 3);
+    s->AddTrialEvent(t.id, "ended", 0, "w1", "");
+    Trial waiting = MakeTrial("T00000", 0);
+    s->PutTrial(waiting, 99.0, 0, 0, -1);
+    ASSERT_OK(s->Commit());
+  }
+  auto s = Open(Store::Mode::kReadOnly);
+  std::vector<StoredTrial> trials;
+  ASSERT_OK(s->Trials(&trials));
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].trial_id, "T00000") << "ordered by sequence id";
+  EXPECT_EQ(trials[0].state, "WAITING");
+  EXPECT_FALSE(trials[0].status.has_value());
+  const StoredTrial& t = trials[1];
+  EXPECT_EQ(t.state, "ENDED");
+  EXPECT_EQ(t.status, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(t.source, p::ParameterSource::kCustomized);
+  EXPECT_EQ(t.parameter_id, 11);
+  EXPECT_EQ(t.parameters, Params(1));
+  EXPECT_EQ(t.worker_id, "w1");
+  EXPECT_DOUBLE_EQ(t.created, 100.0);
+  EXPECT_DOUBLE_EQ(t.started, 101.0);
+  EXPECT_DOUBLE_EQ(t.ended, 105.0);
+  EXPECT_EQ(t.end_order, 3);
+  ASSERT_EQ(t.periodical.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.periodical.at(1).scalar, 0.5) << "the first copy of a metric wins";
+  ASSERT_TRUE(t.final_metric);
+  EXPECT_DOUBLE_EQ(t.final_metric->scalar, 0.75);
+  EXPECT_EQ(t.final_metric->raw, p::PackDouble(0.75));
+}
+
+TEST_F(StoreTest, MetaConfigSearchSpacesAndCheckpoints) {
+  {
+    auto s = Open(Store::Mode::kCreate);
+    s->SetMeta("status", "RUNNING");
+    s->SetMeta("elapsed_s", 12.5);
+    s->SetMeta("status", "DONE");
+    s->SetConfig("/x/experiment.yaml", "searchSpace: {}\n");
+    s->AddSearchSpace(Params(1));
+    s->AddSearchSpace(Params(2));
+    s->PutCheckpoint("tuner", StoredCheckpoint{"tpe", "state-1", 4});
+    s->PutCheckpoint("tuner", StoredCheckpoint{"tpe", "state-2", 7});
+    ASSERT_OK(s->Commit());
+  }
+  auto s = Open(Store::Mode::kOpen);
+  EXPECT_EQ(s->Meta("status"), "DONE");
+  EXPECT_EQ(std::stod(*s->Meta("elapsed_s")), 12.5);
+  EXPECT_FALSE(s->Meta("nothing").has_value());
+  fs::path source;
+  std::string yaml;
+  ASSERT_OK(s->Config(&source, &yaml));
+  EXPECT_EQ(source, "/x/experiment.yaml");
+  EXPECT_EQ(yaml, "searchSpace: {}\n");
+  EXPECT_EQ(s->LatestSearchSpace(), Params(2));
+  EXPECT_EQ(s->CountRows("search_spaces"), 2);
+  auto cp = s->Checkpoint("tuner");
+  ASSERT_TRUE(cp);
+  EXPECT_EQ(cp->plugin, "tpe");
+  EXPECT_EQ(cp->state, "state-2");
+  EXPECT_EQ(cp->ended_count, 7u);
+  EXPECT_FALSE(s->Checkpoint("assessor"));
+}
+
+TEST_F(StoreTest, ANewerSchemaIsRefusedAndAnEmptyFileIsMigrated) {
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(file_.c_str(), &db);
+    sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  std::unique_ptr<Store> s;
+  Status st = Store::Open(file_, Store::Mode::kOpen, &s);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("schema version 99"), std::string::npos) << st.message();
+  fs::remove(file_);
+  {
+    sqlite3* db = nullptr;  // version 0: a database without our tables
+    sqlite3_open(file_.c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE unrelated(x)", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  st = Store::Open(file_, Store::Mode::kReadOnly, &s);
+  EXPECT_EQ(st.code(), Status::Code::kBadState) << "read-only never migrates";
+  ASSERT_OK(Store::Open(file_, Store::Mode::kOpen, &s));
+  EXPECT_EQ(Query("PRAGMA user_version"), kStoreSchemaVersion);
+  EXPECT_EQ(s->CountRows("trials"), 0);
+}
+
+TEST_F(StoreTest, AReadOnlyStoreFailsWritesInsteadOfPretending) {
+  { Open(Store::Mode::kCreate); }
+  auto s = Open(Store::Mode::kReadOnly);
+  s->SetMeta("status", "RUNNING");
+  Status st = s->Commit();
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(s->failed());
+  EXPECT_FALSE(s->Meta("status").has_value());
+}
+
+// --- Engine::Restore ---
+
+class MiniSink : public EngineSink {
+ public:
+  std::vector<p::NewTrialJob> jobs;
+  std::vector<std::vector<int64_t>> requests;
+  std::vector<std::string> changes;  // "<trial>:<event>"
+  std::vector<p::KillTrialJob> kills;
+  bool SendJob(const p::NewTrialJob& job) override {
+    jobs.push_back(job);
+    return true;
+  }
+  void SendToWorker(const std::string&, p::Body b) override {
+    if (auto* k = std::get_if<p::KillTrialJob>(&b)) kills.push_back(*k);
+  }
+  void Publish(p::Body) override {}
+  void RequestParameters(std::vector<int64_t> ids) override { requests.push_back(ids); }
+  void TunerResult(const Trial&, const p::Metric&) override {}
+  void TunerTrialEnd(const Trial&, bool) override {}
+  void AssessorAssess(const Trial&, p::Packed) override {}
+  void AssessorTrialEnd(const Trial&, bool) override {}
+  void TrialFinished(const Trial&) override {}
+  void TunerBarrier() override {}
+  void TrialChanged(const Trial& t, std::string_view event, std::string_view) override {
+    changes.push_back(t.id + ":" + std::string(event));
+  }
+};
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.experiment_id = "exp";
+    o.concurrency = 3;
+    o.max_trials = 4;
+    o.ack_timeout = milliseconds(1000);
+    engine_ = std::make_unique<Engine>(o, &sink_);
+    Trial ended = MakeTrial("T00000", 0);
+    ended.state = TrialState::kEnded;
+    ended.status = p::TrialStatus::kSucceeded;
+    ended.final_metric = MetricOf(0.5);
+    Trial running = MakeTrial("T00001", 1);
+    running.state = TrialState::kRunning;
+    running.worker_id = "w-old";
+    running.periodical[0] = MetricOf(0.1);
+    Trial waiting = MakeTrial("T00002", 2);
+    engine_->Restore(ended, now_, grace_);
+    engine_->Restore(running, now_, grace_);
+    engine_->Restore(waiting, now_, grace_);
+    engine_->RestoreCounters(20, milliseconds(0));
+    engine_->Start(now_);
+  }
+  void Hello(const std::string& w, uint32_t slots, std::vector<p::RunningTrial> running) {
+    p::WorkerHello h;
+    h.worker_id = w;
+    h.slots = slots;
+    h.running = std::move(running);
+    engine_->OnHello(h, now_);
+  }
+
+  MiniSink sink_;
+  std::unique_ptr<Engine> engine_;
+  Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
+  milliseconds grace_{5000};
+};
+
+TEST_F(ResumeTest, ARunningTrialReattachesToItsWorkerWithoutANewAttempt) {
+  Hello("w-old", 1, {p::RunningTrial{"T00001", 0, 0}});
+  const Trial* t = engine_->Find("T00001");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->state, TrialState::kRunning);
+  EXPECT_EQ(t->attempt, 0u);
+  EXPECT_EQ(t->worker_id, "w-old");
+  EXPECT_TRUE(sink_.kills.empty());
+  EXPECT_EQ(sink_.changes, std::vector<std::string>{"T00001:reattached"});
+  // Its stored metric still counts: a resent duplicate is not new.
+  p::ReportMetricData m = MetricData("T00001", p::MetricType::kPeriodical, 0, 0.1);
+  m.worker_id = "w-old";
+  ASSERT_OK(engine_->OnMetric(m, now_));
+  EXPECT_EQ(engine_->Find("T00001")->periodical.size(), 1u);
+}
+
+TEST_F(ResumeTest, TheEndOfARestoredRunningTrialFromItsWorkerCounts) {
+  // The worker finished while no host ran: it resends the FINAL, then EN,
+  // before it is asked for a hello.
+  p::ReportMetricData m = MetricData("T00001", p::MetricType::kFinal, 1, 0.8);
+  m.worker_id = "w-old";
+  ASSERT_OK(engine_->OnMetric(m, now_));
+  ASSERT_OK(engine_->OnTrialEnd(
+      p::TrialEnd{"T00001", 0, p::TrialStatus::kSucceeded, "", "w-old"}, now_));
+  const Trial* t = engine_->Find("T00001");
+  EXPECT_EQ(t->state, TrialState::kEnded);
+  EXPECT_EQ(t->status, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(t->attempt, 0u) << "not run again";
+  EXPECT_DOUBLE_EQ(t->final_metric->scalar, 0.8);
+  EXPECT_EQ(sink_.changes, (std::vector<std::string>{"T00001:reattached", "T00001:ended"}));
+  // An end of an attempt that is not the current one still does not count.
+  ASSERT_OK(engine_->OnTrialEnd(
+      p::TrialEnd{"T00002", 3, p::TrialStatus::kSucceeded, "", "w-old"}, now_));
+  EXPECT_NE(engine_->Find("T00002")->state, TrialState::kEnded);
+}
+
+TEST_F(ResumeTest, ARunningTrialWhoseWorkerIsGoneIsReofferedAfterTheGrace) {
+  now_ += grace_ - milliseconds(1);
+  engine_->Tick(now_);
+  EXPECT_EQ(engine_->Find("T00001")->state, TrialState::kOffered) << "still within the grace";
+  now_ += milliseconds(2);
+  engine_->Tick(now_);
+  EXPECT_EQ(engine_->Find("T00001")->state, TrialState::kWaiting);
+  EXPECT_EQ(engine_->Find("T00001")->attempt, 1u);
+  Hello("w-new", 2, {});
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[0].trial_id, "T00001");
+  EXPECT_EQ(sink_.jobs[0].attempt, 1u);
+  EXPECT_EQ(sink_.jobs[1].trial_id, "T00002");
+  EXPECT_EQ(sink_.jobs[1].attempt, 0u);
+}
+
+TEST_F(ResumeTest, EndedTrialsCountAgainstTheBudgetAndNumberingContinues) {
+  Hello("w-new", 4, {});
+  // Budget 4: three trials are stored, so exactly one new one is asked for,
+  // with a parameter id after the restored counter.
+  ASSERT_EQ(sink_.requests.size(), 1u);
+  ASSERT_EQ(sink_.requests[0].size(), 1u) << "three trials stored, budget 4";
+  EXPECT_EQ(sink_.requests[0][0], 20);
+  engine_->OnParameters(sink_.requests[0], {{20, Params(9)}}, false, Status::Ok(), now_);
+  const Trial* t = engine_->Find("T00003");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->sequence_id, 3u);
+  ASSERT_EQ(engine_->ended_order().size(), 1u);
+  EXPECT_EQ(engine_->ended_order()[0], "T00000");
+}
+
+TEST_F(ResumeTest, ElapsedTimeCarriesOverTheRestart) {
+  EngineOptions o;
+  o.experiment_id = "exp";
+  o.max_duration = milliseconds(10000);
+  MiniSink sink;
+  Engine e(o, &sink);
+  e.RestoreCounters(0, milliseconds(9000));
+  e.Start(now_);
+  EXPECT_EQ(e.elapsed(now_), milliseconds(9000));
+  p::WorkerHello h;
+  h.worker_id = "w";
+  h.slots = 1;
+  e.OnHello(h, now_);
+  EXPECT_EQ(sink.requests.size(), 1u) << "one second of budget left";
+  e.Tick(now_ + milliseconds(1000));
+  EXPECT_EQ(e.status(), ExperimentStatus::kNoMoreTrial);
+}
+
+TEST_F(ResumeTest, AViewedExperimentOffersNothing) {
+  EngineOptions o;
+  o.experiment_id = "exp";
+  MiniSink sink;
+  Engine e(o, &sink);
+  Trial waiting = MakeTrial("T00000", 0);
+  e.Restore(waiting, now_, grace_);
+  e.SetViewed();
+  p::WorkerHello h;
+  h.worker_id = "w";
+  h.slots = 1;
+  e.OnHello(h, now_);
+  e.Stop("stopped");
+  EXPECT_EQ(e.status(), ExperimentStatus::kViewed);
+  EXPECT_TRUE(sink.jobs.empty());
+  EXPECT_TRUE(sink.requests.empty());
+  EXPECT_EQ(e.Find("T00000")->state, TrialState::kWaiting);
+}
+
+// --- ExecutionEngine operations ---
+
+class ExecutionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.experiment_id = "exp";
+    o.concurrency = 2;
+    o.max_trials = 3;
+    engine_ = std::make_unique<Engine>(o, &sink_);
+  }
+  void Hello(const std::string& w, uint32_t slots) {
+    p::WorkerHello h;
+    h.worker_id = w;
+    h.slots = slots;
+    engine_->OnHello(h, now_);
+  }
+  // Answers the oldest unanswered request with parameters x = `x`.
+  void Answer(int x) {
+    ASSERT_LT(answered_, sink_.requests.size());
+    auto ids = sink_.requests[answered_++];
+    std::vector<std::pair<int64_t, p::Packed>> params;
+    for (int64_t id : ids) params.emplace_back(id, Params(x));
+    engine_->OnParameters(ids, std::move(params), false, Status::Ok(), now_);
+  }
+  // Runs the job to a FINAL `value` and a SUCCEEDED end on worker `w`.
+  void Finish(const std::string& w, const p::NewTrialJob& job, double value) {
+    engine_->OnStarted(p::TrialStarted{w, job.trial_id, job.attempt}, now_);
+    p::ReportMetricData m = MetricData(job.trial_id, p::MetricType::kFinal, 0, value);
+    m.attempt = job.attempt;
+    m.worker_id = w;
+    ASSERT_OK(engine_->OnMetric(m, now_));
+    ASSERT_OK(engine_->OnTrialEnd(
+        p::TrialEnd{job.trial_id, job.attempt, p::TrialStatus::kSucceeded, "", w}, now_));
+  }
+
+  MiniSink sink_;
+  size_t answered_ = 0;
+  std::unique_ptr<Engine> engine_;
+  Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
+};
+
+TEST_F(ExecutionTest, IdleSlotsAndBudgetFollowWorkersTrialsAndLimits) {
+  engine_->Start(now_);
+  EXPECT_EQ(engine_->IdleSlots(), 0u) << "no worker yet";
+  EXPECT_TRUE(engine_->BudgetAvailable(now_));
+  Hello("w", 4);
+  EXPECT_EQ(engine_->IdleSlots(), 0u) << "two ids asked of the tuner fill the concurrency";
+  Answer(1);
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  Finish("w", sink_.jobs[0], 0.5);
+  // One slot freed: the engine asked for one more (the third and last of
+  // the budget), so nothing is idle and no budget is left.
+  EXPECT_EQ(engine_->IdleSlots(), 0u);
+  EXPECT_FALSE(engine_->BudgetAvailable(now_));
+}
+
+TEST_F(ExecutionTest, CallbacksSeeEventsInOrderAndCanCancelThemOrTheirDefault) {
+  std::vector<std::string> seen;
+  int first = engine_->AddEventCallback([&](TrialEvent& e) {
+    seen.push_back("first:" + std::to_string(static_cast<int>(e.kind)));
+    // Intermediate results at sequence 1 are cancelled (later callbacks and
+    // the engine never see them).
+    if (e.metric && e.metric->sequence == 1) e.cancel = true;
+  });
+  int ends = 0;
+  engine_->AddEventCallback([&](TrialEvent& e) {
+    seen.push_back("second:" + std::to_string(static_cast<int>(e.kind)));
+    // The first training end is not acted on: the trial keeps running.
+    if (e.kind == TrialEventKind::kTrainingEnd && ends++ == 0) e.prevent_default = true;
+  });
+  engine_->Start(now_);
+  Hello("w", 2);
+  Answer(1);
+  const p::NewTrialJob job = sink_.jobs.at(0);
+  engine_->OnStarted(p::TrialStarted{"w", job.trial_id, 0}, now_);
+  for (uint64_t seq : {0, 1}) {
+    p::ReportMetricData m = MetricData(job.trial_id, p::MetricType::kPeriodical, seq, 0.1);
+    m.worker_id = "w";
+    ASSERT_OK(engine_->OnMetric(m, now_));
+  }
+  const Trial* t = engine_->Find(job.trial_id);
+  EXPECT_EQ(t->periodical.size(), 1u) << "the cancelled result was not recorded";
+  EXPECT_EQ(t->periodical.count(0), 1u);
+  p::TrialEnd end{job.trial_id, 0, p::TrialStatus::kSucceeded, "", "w"};
+  ASSERT_OK(engine_->OnTrialEnd(end, now_));
+  EXPECT_EQ(t->state, TrialState::kRunning) << "default action prevented";
+  engine_->RemoveEventCallback(first);
+  ASSERT_OK(engine_->OnTrialEnd(end, now_));
+  EXPECT_EQ(t->state, TrialState::kEnded);
+  EXPECT_EQ(seen, (std::vector<std::string>{"first:0", "second:0", "first:0", "first:2",
+                                            "second:2", "second:2"}));
+}
+
+TEST_F(ExecutionTest, DeduplicationAnswersARepeatedConfigurationWithoutRunningIt) {
+  engine_->AddMiddleware(std::make_unique<DeduplicateMiddleware>());
+  engine_->Start(now_);
+  Hello("w", 1);
+  Answer(7);  // concurrency 2 but one slot: one id asked
+  ASSERT_EQ(sink_.jobs.size(), 1u);
+  Finish("w", sink_.jobs[0], 0.25);
+  Answer(7);  // the tuner proposes the same configuration again
+  const Trial* again = engine_->Find("T00001");
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->state, TrialState::kEnded);
+  EXPECT_EQ(again->status, p::TrialStatus::kSucceeded);
+  ASSERT_TRUE(again->final_metric);
+  EXPECT_DOUBLE_EQ(again->final_metric->scalar, 0.25);
+  EXPECT_EQ(sink_.jobs.size(), 1u) << "never offered to a worker";
+  EXPECT_NE(std::find(sink_.changes.begin(), sink_.changes.end(), "T00001:answered"),
+            sink_.changes.end());
+  // It counted against the budget (3): one more id is asked, for a new
+  // configuration that does run.
+  Answer(8);
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[1].trial_id, "T00002");
+}
+
+TEST_F(ExecutionTest, DeduplicationRemembersRestoredResults) {
+  auto dedup = std::make_unique<DeduplicateMiddleware>();
+  engine_->AddMiddleware(std::move(dedup));
+  Trial ended = MakeTrial("T00000", 0);
+  ended.parameters = Params(3);
+  ended.state = TrialState::kEnded;
+  ended.status = p::TrialStatus::kSucceeded;
+  ended.final_metric = MetricOf(0.9);
+  engine_->Restore(ended, now_, milliseconds(0));
+  engine_->Start(now_);
+  const Trial& t = engine_->Submit(Params(3), now_);
+  EXPECT_EQ(t.state, TrialState::kEnded);
+  EXPECT_DOUBLE_EQ(t.final_metric->scalar, 0.9);
+  EXPECT_EQ(t.source, p::ParameterSource::kCustomized);
+}
+
+}  // namespace
+}  // namespace tunehost::host

@@ -1,0 +1,633 @@
+// tunectl: the command line for a running tunehost host (nnictl's role). Every
+// command is one control request (protocol/docs/wire-format.md §4) on a
+// DEALER socket; `events` subscribes to the events socket. Tables for people
+// by default, `--json` prints the reply data for scripts.
+//
+// Exit codes: 0 ok; 1 the host answered with an error; 2 bad command line or
+// bad input file; 3 no host (no answer within --timeout-ms, or no host.json).
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "tunehost/protocol/codec.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace p = tunehost::protocol;
+using Json = nlohmann::ordered_json;
+
+constexpr int kExitOk = 0;
+constexpr int kExitHostError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoHost = 3;
+constexpr char kDefaultControl[] = "tcp://127.0.0.1:5650";
+
+// Ends the command: main prints "tunectl: <message>" and exits with `code`.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+[[noreturn]] void Fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
+
+// ---------------------------------------------------------------- options
+
+struct GlobalOptions {
+  std::string control;
+  std::string experiment;
+  std::string workdir;
+  int timeout_ms = 5000;
+  bool json = false;
+};
+
+fs::path DefaultWorkdir() {
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr ? home : ".") / "tunehost-experiments";
+}
+
+// --control EP, else --experiment ID's host.json, else the default endpoint.
+std::string ControlEndpoint(const GlobalOptions& o) {
+  if (!o.control.empty()) return o.control;
+  if (o.experiment.empty()) return kDefaultControl;
+  const fs::path dir = o.workdir.empty() ? DefaultWorkdir() : fs::path(o.workdir);
+  const fs::path file = dir / o.experiment / "host.json";
+  std::ifstream in(file);
+  if (!in) {
+    Fail(kExitNoHost, "experiment " + o.experiment + " has no " + file.string() +
+                          " (is its host running?)");
+  }
+  Json j = Json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("control") ||
+      !j["control"].is_string()) {
+    Fail(kExitNoHost, file.string() + " has no \"control\" endpoint");
+  }
+  return j["control"].get<std::string>();
+}
+
+// ---------------------------------------------------------------- the host
+
+class Host {
+ public:
+  Host(std::string endpoint, int timeout_ms)
+      : endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms) {}
+
+  // One request; the ok reply's data as JSON. Error replies and silence end
+  // the command (exit 1 and 3).
+  Json Call(p::Body body) {
+    zmq::socket_t socket(ctx_, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    try {
+      socket.connect(endpoint_);
+    } catch (const zmq::error_t& e) {
+      Fail(kExitUsage, "cannot use endpoint " + endpoint_ + ": " + e.what());
+    }
+    const uint64_t id = 1;
+    const std::string bytes = p::Encode(id, std::move(body));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+    if (!socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait)) NoAnswer();
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) NoAnswer();
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, left) == 0) NoAnswer();
+      zmq::message_t msg;
+      if (!socket.recv(msg, zmq::recv_flags::dontwait)) continue;
+      p::Message reply;
+      tunehost::Status st = p::Decode(msg.to_string_view(), &reply);
+      if (!st.ok()) Fail(kExitHostError, "unreadable reply from " + endpoint_ + ": " + st.ToString());
+      if (reply.id != id) continue;
+      if (auto* ok = std::get_if<p::OkReply>(&reply.body)) return Json::parse(p::PackedToJson(ok->data));
+      if (auto* err = std::get_if<p::ErrorReply>(&reply.body)) {
+        Fail(kExitHostError, err->code + ": " + err->message);
+      }
+      Fail(kExitHostError, "unexpected reply type " + reply.type);
+    }
+  }
+
+  zmq::context_t& context() { return ctx_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  [[noreturn]] void NoAnswer() const {
+    Fail(kExitNoHost, "no answer from " + endpoint_ + " within " + std::to_string(timeout_ms_) +
+                          " ms (is the host running?)");
+  }
+
+  std::string endpoint_;
+  int timeout_ms_;
+  zmq::context_t ctx_{1};
+};
+
+// ---------------------------------------------------------------- input
+
+Json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail(kExitUsage, "cannot read " + path);
+  Json j = Json::parse(in, nullptr, false);
+  if (j.is_discarded()) Fail(kExitUsage, path + " is not valid JSON");
+  return j;
+}
+
+// JSON text, or "@FILE" for a file's content.
+Json ParseJsonArgument(const std::string& text, const std::string& what) {
+  if (!text.empty() && text[0] == '@') return ReadJsonFile(text.substr(1));
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) Fail(kExitUsage, what + " is not valid JSON: " + text);
+  return j;
+}
+
+p::Packed Pack(const Json& j) {
+  p::Packed out;
+  tunehost::Status st = p::JsonToPacked(j.dump(), &out);
+  if (!st.ok()) Fail(kExitUsage, st.message());
+  return out;
+}
+
+// NNI duration ("30s", "10m", "1.5h", "2 days", a plain number of seconds);
+// 0 means unlimited here. nullopt for anything else.
+std::optional<double> ParseDurationText(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  double number = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  std::string unit;
+  for (const char* c = end; *c != '\0'; ++c) {
+    if (!std::isspace(static_cast<unsigned char>(*c))) {
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+    }
+  }
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},         {"s", 1},        {"sec", 1},        {"secs", 1},      {"second", 1},
+      {"seconds", 1},  {"m", 60},       {"min", 60},       {"mins", 60},     {"minute", 60},
+      {"minutes", 60}, {"h", 3600},     {"hr", 3600},      {"hrs", 3600},    {"hour", 3600},
+      {"hours", 3600}, {"d", 86400},    {"day", 86400},    {"days", 86400}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) {
+      double seconds = number * scale;
+      if (!std::isfinite(seconds) || seconds < 0) return std::nullopt;
+      return seconds;
+    }
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- output
+
+void PrintJson(const Json& j) { std::cout << j.dump(2) << "\n"; }
+
+std::string Compact(const Json& j) { return j.dump(); }
+
+// A metric for tables: its number (a map's "default"), floats to 6 digits.
+std::string MetricText(const Json& m) {
+  if (m.is_null()) return "-";
+  const Json& v = m.is_object() && m.contains("default") ? m["default"] : m;
+  if (!v.is_number_float()) return Compact(v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+  return buf;
+}
+
+std::string DurationText(double seconds) {
+  if (seconds <= 0) return "0s";
+  long long s = static_cast<long long>(seconds + 0.5);
+  char buf[64];
+  if (s >= 86400) {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh%02lldm", s / 86400, s % 86400 / 3600,
+                  s % 3600 / 60);
+  } else if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", s / 3600, s % 3600 / 60, s % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  }
+  return buf;
+}
+
+std::string TimeText(const Json& unix_seconds) {
+  if (!unix_seconds.is_number() || unix_seconds.get<double>() <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_seconds.get<double>());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string CountsText(const Json& counts) {
+  if (counts.empty()) return "none";
+  std::string out;
+  for (const auto& [status, n] : counts.items()) {
+    if (!out.empty()) out += ", ";
+    out += status + " " + Compact(n);
+  }
+  return out;
+}
+
+void Row(const char* key, const std::string& value) { std::printf("%-14s %s\n", key, value.c_str()); }
+
+void PrintStatus(const Json& s) {
+  Row("experiment", s.value("experiment_id", ""));
+  Row("status", s.value("status", ""));
+  if (!s.value("error", "").empty()) Row("error", s.value("error", ""));
+  Row("started", TimeText(s["start_time"]));
+  Row("elapsed", DurationText(s.value("elapsed_s", 0.0)));
+  Row("concurrency", Compact(s["concurrency"]));
+  const uint64_t max_trials = s.value("max_trials", uint64_t{0});
+  Row("max trials", max_trials == 0 ? "unlimited" : std::to_string(max_trials));
+  const double max_duration = s.value("max_duration_s", 0.0);
+  Row("max duration", max_duration == 0 ? "unlimited" : DurationText(max_duration));
+  Row("trials", CountsText(s["counts"]));
+  const Json& best = s["best"];
+  Row("best", best.is_object() ? best.value("trial_id", "") + " (#" +
+                                     Compact(best["sequence_id"]) + ") " +
+                                     Compact(best["metric"])
+                               : "-");
+  Row("optimize mode", s.value("optimize_mode", ""));
+  const Json& ep = s["endpoints"];
+  for (const char* name : {"control", "jobs", "results", "events"}) {
+    Row((std::string(name) + " ep").c_str(), ep.value(name, ""));
+  }
+}
+
+double TrialDuration(const Json& t) {
+  if (!t["start_time"].is_number()) return 0;
+  double end = t["end_time"].is_number()
+                   ? t["end_time"].get<double>()
+                   : std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  return end - t["start_time"].get<double>();
+}
+
+void PrintTrialTable(const Json& trials) {
+  std::printf("%-10s %5s %-14s %-10s %7s %-12s %-10s %s\n", "TRIAL", "SEQ", "STATUS", "SOURCE",
+              "ATTEMPT", "FINAL", "DURATION", "PARAMETERS");
+  for (const Json& t : trials) {
+    std::printf("%-10s %5s %-14s %-10s %7s %-12s %-10s %s\n", t.value("trial_id", "").c_str(),
+                Compact(t["sequence_id"]).c_str(), t.value("status", "").c_str(),
+                t.value("source", "").c_str(), Compact(t["attempt"]).c_str(),
+                MetricText(t["final"]).c_str(),
+                t["start_time"].is_number() ? DurationText(TrialDuration(t)).c_str() : "-",
+                Compact(t["parameters"]).c_str());
+  }
+}
+
+void PrintTrial(const Json& t) {
+  Row("trial", t.value("trial_id", ""));
+  Row("sequence", Compact(t["sequence_id"]));
+  Row("parameter id", Compact(t["parameter_id"]));
+  Row("source", t.value("source", ""));
+  Row("status", t.value("status", ""));
+  Row("attempt", Compact(t["attempt"]));
+  Row("worker", t.value("worker_id", "").empty() ? "-" : t.value("worker_id", ""));
+  Row("parameters", Compact(t["parameters"]));
+  Row("final", t["final"].is_null() ? "-" : Compact(t["final"]));
+  Row("intermediate", Compact(t["intermediate_count"]));
+  Row("started", TimeText(t["start_time"]));
+  Row("ended", TimeText(t["end_time"]));
+  if (t["start_time"].is_number()) Row("duration", DurationText(TrialDuration(t)));
+  if (!t.value("error", "").empty()) Row("error", t.value("error", ""));
+}
+
+// ---------------------------------------------------------------- commands
+
+struct Args {
+  GlobalOptions global;
+  std::optional<std::string> status_filter;
+  uint64_t offset = 0;
+  uint64_t limit = 0;
+  std::string trial_id;
+  std::string output;
+  std::string file;
+  std::string params;
+  std::optional<uint32_t> concurrency;
+  std::optional<uint64_t> max_trials;
+  std::optional<std::string> max_duration;
+  uint64_t count = 0;
+};
+
+int Ping(Host& host, const Args& a) {
+  Json d = host.Call(p::Ping{});
+  if (a.global.json) {
+    PrintJson(d);
+  } else {
+    std::printf("%s: experiment %s, %s\n", host.endpoint().c_str(),
+                d.value("experiment_id", "").empty() ? "-" : d.value("experiment_id", "").c_str(),
+                d.value("status", "").c_str());
+  }
+  return kExitOk;
+}
+
+int Status(Host& host, const Args& a) {
+  Json d = host.Call(p::GetStatus{});
+  a.global.json ? PrintJson(d) : PrintStatus(d);
+  return kExitOk;
+}
+
+int Trials(Host& host, const Args& a) {
+  Json d = host.Call(p::ListTrials{a.status_filter, a.offset, a.limit});
+  if (a.global.json) {
+    PrintJson(d);
+    return kExitOk;
+  }
+  PrintTrialTable(d["trials"]);
+  std::printf("%zu of %s trial(s)%s\n", d["trials"].size(), Compact(d["total"]).c_str(),
+              a.status_filter ? (" " + *a.status_filter).c_str() : "");
+  return kExitOk;
+}
+
+int Trial(Host& host, const Args& a) {
+  Json d = host.Call(p::GetTrial{a.trial_id});
+  a.global.json ? PrintJson(d) : PrintTrial(d);
+  return kExitOk;
+}
+
+int Stats(Host& host, const Args& a) {
+  Json d = host.Call(p::GetStatistics{});
+  if (a.global.json) {
+    PrintJson(d);
+    return kExitOk;
+  }
+  std::printf("%-14s %s\n", "STATUS", "COUNT");
+  for (const auto& [status, n] : d["counts"].items()) {
+    std::printf("%-14s %s\n", status.c_str(), Compact(n).c_str());
+  }
+  return kExitOk;
+}
+
+int Metrics(Host& host, const Args& a) {
+  std::optional<std::string> id;
+  if (!a.trial_id.empty()) id = a.trial_id;
+  Json d = host.Call(p::GetMetrics{id});
+  if (a.global.json) {
+    PrintJson(d);
+    return kExitOk;
+  }
+  std::printf("%-10s %-10s %8s %s\n", "TRIAL", "TYPE", "SEQUENCE", "VALUE");
+  for (const Json& m : d["metrics"]) {
+    std::printf("%-10s %-10s %8s %s\n", m.value("trial_id", "").c_str(),
+                m.value("type", "").c_str(), Compact(m["sequence"]).c_str(),
+                Compact(m["value"]).c_str());
+  }
+  return kExitOk;
+}
+
+int Export(Host& host, const Args& a) {
+  Json d = host.Call(p::ExportData{});
+  // The records array is what `import` reads back.
+  const Json& out = a.global.json ? d : d["records"];
+  if (a.output.empty()) {
+    PrintJson(out);
+    return kExitOk;
+  }
+  std::ofstream f(a.output);
+  f << out.dump(2) << "\n";
+  if (!f) Fail(kExitUsage, "cannot write " + a.output);
+  if (!a.global.json) std::printf("exported %zu record(s) to %s\n", d["records"].size(), a.output.c_str());
+  return kExitOk;
+}
+
+// A record of an import file: {"parameters": {...}, "value": metric} (NNI's
+// "parameter" and "trialJobId" are accepted too).
+p::ImportRecord ImportRecordFrom(const Json& item, size_t index) {
+  const std::string where = "record " + std::to_string(index);
+  if (!item.is_object()) Fail(kExitUsage, where + ": expected an object");
+  const char* params_key = item.contains("parameters") ? "parameters" : "parameter";
+  if (!item.contains(params_key) || !item[params_key].is_object()) {
+    Fail(kExitUsage, where + ": \"parameters\" must be an object");
+  }
+  if (!item.contains("value")) Fail(kExitUsage, where + ": \"value\" is missing");
+  p::ImportRecord r;
+  r.parameters = Pack(item[params_key]);
+  tunehost::Status st = p::ParseMetric(Pack(item["value"]), &r.value);
+  if (!st.ok()) Fail(kExitUsage, where + ": " + st.message());
+  for (const char* key : {"trial_id", "trialJobId"}) {
+    if (item.contains(key) && item[key].is_string()) r.trial_id = item[key].get<std::string>();
+  }
+  return r;
+}
+
+int Import(Host& host, const Args& a) {
+  Json records = ReadJsonFile(a.file);
+  if (!records.is_array()) Fail(kExitUsage, a.file + ": expected a JSON array of records");
+  p::ImportData fd;
+  for (size_t i = 0; i < records.size(); ++i) fd.data.push_back(ImportRecordFrom(records[i], i));
+  Json d = host.Call(fd);
+  if (a.global.json) {
+    PrintJson(d);
+  } else {
+    std::printf("imported %s of %zu record(s)\n", Compact(d["imported"]).c_str(), records.size());
+  }
+  return kExitOk;
+}
+
+int Add(Host& host, const Args& a) {
+  Json params = ParseJsonArgument(a.params, "PARAMS_JSON");
+  if (!params.is_object()) Fail(kExitUsage, "PARAMS_JSON must be a JSON object");
+  Json d = host.Call(p::AddCustomizedTrialJob{Pack(params)});
+  if (a.global.json) {
+    PrintJson(d);
+  } else {
+    std::printf("added trial %s (sequence %s)\n", d.value("trial_id", "").c_str(),
+                Compact(d["sequence_id"]).c_str());
+  }
+  return kExitOk;
+}
+
+int Update(Host& host, const Args& a) {
+  p::UpdateLimits ux;
+  ux.concurrency = a.concurrency;
+  ux.max_trials = a.max_trials;
+  if (a.max_duration) {
+    ux.max_duration_s = ParseDurationText(*a.max_duration);
+    if (!ux.max_duration_s) {
+      Fail(kExitUsage, "--max-duration: \"" + *a.max_duration +
+                           "\" is not a duration (30s, 10m, 2h, 1d, seconds; 0 = unlimited)");
+    }
+  }
+  if (!ux.concurrency && !ux.max_trials && !ux.max_duration_s) {
+    Fail(kExitUsage, "update: give --concurrency, --max-trials or --max-duration");
+  }
+  Json d = host.Call(ux);
+  a.global.json ? PrintJson(d) : PrintStatus(d);
+  return kExitOk;
+}
+
+int SearchSpace(Host& host, const Args& a) {
+  Json space = ReadJsonFile(a.file);
+  if (!space.is_object()) Fail(kExitUsage, a.file + ": a search space is a JSON object");
+  Json d = host.Call(p::UpdateSearchSpace{Pack(space)});
+  a.global.json ? PrintJson(d) : void(std::printf("search space updated\n"));
+  return kExitOk;
+}
+
+int Kill(Host& host, const Args& a) {
+  Json d = host.Call(p::KillTrial{a.trial_id});
+  if (a.global.json) {
+    PrintJson(d);
+  } else {
+    std::printf("trial %s: killed (it ends USER_CANCELED)\n", a.trial_id.c_str());
+  }
+  return kExitOk;
+}
+
+int Stop(Host& host, const Args& a) {
+  Json d = host.Call(p::Terminate{});
+  a.global.json ? PrintJson(d) : void(std::printf("host %s is stopping\n", host.endpoint().c_str()));
+  return kExitOk;
+}
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
+
+// Prints each experiment event as one JSON line until `count` (0: until
+// Ctrl-C). The endpoint comes from ST, so the host must answer first.
+int Events(Host& host, const Args& a) {
+  Json st = host.Call(p::GetStatus{});
+  const std::string endpoint = st["endpoints"].value("events", "");
+  zmq::socket_t sub(host.context(), zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "event.");
+  try {
+    sub.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    Fail(kExitHostError, "cannot connect to events endpoint " + endpoint + ": " + e.what());
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  uint64_t seen = 0;
+  while (!g_interrupted.load() && (a.count == 0 || seen < a.count)) {
+    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0) continue;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      throw;
+    }
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(sub, std::back_inserter(frames), zmq::recv_flags::dontwait) ||
+        frames.size() != 2) {
+      continue;
+    }
+    Json envelope = Json::parse(p::PackedToJson(frames[1].to_string_view()), nullptr, false);
+    if (envelope.is_discarded() || !envelope.is_object()) continue;
+    Json line = {{"topic", frames[0].to_string()},
+                 {"type", envelope.value("type", "")},
+                 {"id", envelope.value("id", uint64_t{0})},
+                 {"body", envelope.contains("body") ? envelope["body"] : Json::object()}};
+    std::cout << line.dump() << std::endl;  // flushed: a pipe reader sees it at once
+    ++seen;
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- main
+
+int Run(int argc, char** argv) {
+  CLI::App app{"tunectl: control a running tunehost experiment"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options also after the command
+  Args a;
+  app.add_option("--control", a.global.control,
+                 std::string("host control endpoint (default ") + kDefaultControl + ")");
+  app.add_option("--experiment", a.global.experiment,
+                 "experiment id: the host is found through <workdir>/<id>/host.json");
+  app.add_option("--workdir", a.global.workdir,
+                 "experiments directory (default ~/tunehost-experiments)");
+  app.add_option("--timeout-ms", a.global.timeout_ms, "how long to wait for the host")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--json", a.global.json, "print the reply data as JSON");
+
+  using Command = int (*)(Host&, const Args&);
+  std::vector<std::pair<CLI::App*, Command>> commands;
+  auto command = [&](const char* name, const char* help, Command fn) {
+    CLI::App* c = app.add_subcommand(name, help);
+    commands.emplace_back(c, fn);
+    return c;
+  };
+  command("ping", "ask the host whether it is there (works before an experiment exists)", Ping);
+  command("status", "experiment status, limits, trial counts, best trial", Status);
+  CLI::App* trials = command("trials", "list trials in sequence order", Trials);
+  trials->add_option("--status", a.status_filter, "only trials with this status")
+      ->check(CLI::IsMember({"WAITING", "RUNNING", "SUCCEEDED", "FAILED", "USER_CANCELED",
+                             "SYS_CANCELED", "EARLY_STOPPED"}));
+  trials->add_option("--offset", a.offset, "skip this many matching trials");
+  trials->add_option("--limit", a.limit, "show at most this many (0 = all)");
+  command("trial", "one trial", Trial)->add_option("ID", a.trial_id, "trial id")->required();
+  command("stats", "trial counts by status", Stats);
+  command("metrics", "metrics of one trial or of all", Metrics)
+      ->add_option("ID", a.trial_id, "trial id (default: every trial)");
+  command("export", "results of succeeded trials as JSON (import reads it back)", Export)
+      ->add_option("--output,-o", a.output, "write to FILE instead of stdout");
+  command("import", "give the tuner finished results from a JSON file", Import)
+      ->add_option("FILE", a.file, "JSON array of {\"parameters\": {...}, \"value\": metric}")
+      ->required();
+  command("add", "queue a trial with these parameters", Add)
+      ->add_option("PARAMS_JSON", a.params, "a JSON object, or @FILE")
+      ->required();
+  CLI::App* update = command("update", "change the experiment's limits", Update);
+  update->add_option("--concurrency", a.concurrency, "trials at once")->check(CLI::PositiveNumber);
+  update->add_option("--max-trials", a.max_trials, "trial budget (0 = unlimited)");
+  update->add_option("--max-duration", a.max_duration,
+                     "time budget: 30s, 10m, 2h, 1d or seconds (0 = unlimited)");
+  command("search-space", "replace the tuner's search space from a JSON file", SearchSpace)
+      ->add_option("FILE", a.file, "search space (JSON object)")
+      ->required();
+  command("kill", "stop one trial (it ends USER_CANCELED)", Kill)
+      ->add_option("ID", a.trial_id, "trial id")
+      ->required();
+  command("stop", "stop the experiment and the host", Stop);
+  command("events", "print experiment events as JSON lines", Events)
+      ->add_option("--count", a.count, "stop after this many events (0 = until Ctrl-C)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  try {
+    Host host(ControlEndpoint(a.global), a.global.timeout_ms);
+    for (const auto& [cmd, fn] : commands) {
+      if (cmd->parsed()) return fn(host, a);
+    }
+    return kExitUsage;
+  } catch (const Failure& f) {
+    std::cerr << "tunectl: " << f.message << "\n";
+    return f.code;
+  } catch (const std::exception& e) {
+    std::cerr << "tunectl: " << e.what() << "\n";
+    return kExitHostError;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }
