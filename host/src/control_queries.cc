@@ -148,17 +148,22 @@ double ControlClock::UnixSeconds(Clock::time_point t) const {
   return Seconds(wall.time_since_epoch()).count() - Seconds(steady - t).count();
 }
 
-std::string OptimizeModeOf(const p::Packed& tuner_args) {
+std::string OptimizeModeOf(const p::Packed& tuner_args, bool* from_args) {
+  if (from_args != nullptr) *from_args = false;
   try {
     msgpack::object_handle oh = msgpack::unpack(tuner_args.data(), tuner_args.size());
     const msgpack::object& o = oh.get();
     if (o.type != msgpack::type::MAP) return "maximize";
     for (uint32_t i = 0; i < o.via.map.size; ++i) {
       const auto& kv = o.via.map.ptr[i];
-      if (kv.key.type == msgpack::type::STR && kv.val.type == msgpack::type::STR &&
-          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == "optimize_mode" &&
-          std::string_view(kv.val.via.str.ptr, kv.val.via.str.size) == "minimize") {
-        return "minimize";
+      if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR ||
+          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != "optimize_mode") {
+        continue;
+      }
+      const std::string_view mode(kv.val.via.str.ptr, kv.val.via.str.size);
+      if (mode == "maximize" || mode == "minimize") {
+        if (from_args != nullptr) *from_args = true;
+        return std::string(mode);
       }
     }
   } catch (const std::exception&) {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tunehost/host/control_queries.h"
 #include "tunehost/host/experiment_config.h"
 #include "tunehost/host/local_workers.h"
 #include "tunehost/host/plugin.h"
@@ -211,33 +212,6 @@ struct RunArgs {
   std::string summary_json;
   std::string log_level = "info";
 };
-
-// optimize_mode from the tuner's classArgs; *from_config false when absent.
-std::string OptimizeMode(const protocol::Packed& args, bool* from_config) {
-  *from_config = false;
-  try {
-    msgpack::object_handle oh = msgpack::unpack(args.data(), args.size());
-    const msgpack::object& o = oh.get();
-    if (o.type != msgpack::type::MAP) return "maximize";
-    for (uint32_t i = 0; i < o.via.map.size; ++i) {
-      const auto& kv = o.via.map.ptr[i];
-      if (kv.key.type == msgpack::type::STR && kv.key.as<std::string>() == "optimize_mode" &&
-          kv.val.type == msgpack::type::STR) {
-        std::string mode = kv.val.as<std::string>();
-        if (mode == "maximize" || mode == "minimize") {
-          *from_config = true;
-          return mode;
-        }
-        spdlog::warn(
-            "tuner optimize_mode '{}' is neither maximize nor minimize: ranking as "
-            "maximize",
-            mode);
-      }
-    }
-  } catch (const std::exception&) {
-  }
-  return "maximize";
-}
 
 std::string FormatDuration(double seconds) {
   if (seconds <= 0) return "unlimited";
@@ -555,7 +529,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   HostFile host_file(experiment_dir / "host.json", config.spec.id, bound);
 
   bool mode_from_config = false;
-  const std::string mode = OptimizeMode(config.spec.tuner.args, &mode_from_config);
+  const std::string mode = OptimizeModeOf(config.spec.tuner.args, &mode_from_config);
   const bool maximize = mode == "maximize";
 
   // Trials land in <working dir>/<id>/trials/ (the worker adds the id, as NNI
@@ -864,8 +838,7 @@ int CmdView(const ViewArgs& args) {
     std::fprintf(stderr, "tunehost: view %s: %s\n", args.id.c_str(), st.message().c_str());
     return kExitFailed;
   }
-  bool from_config = false;
-  const std::string mode = OptimizeMode(config.spec.tuner.args, &from_config);
+  const std::string mode = OptimizeModeOf(config.spec.tuner.args);
   const ExperimentSummary summary = server.Summary();
   const std::string stored_status = store->Meta("status").value_or("UNKNOWN");
   const std::string error = store->Meta("error").value_or("");

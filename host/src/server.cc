@@ -315,30 +315,26 @@ class Server::Impl final : public EngineSink {
         if (!st.ok()) spdlog::warn("assessor checkpoint not restored: {}", st.message());
       }
     }
-    msgpack::sbuffer records;
-    Packer pk(records);
-    size_t n = 0;
-    for (const StoredTrial& s : stored) {
-      if (s.end_order >= 0 && static_cast<uint64_t>(s.end_order) >= known &&
-          s.status == p::TrialStatus::kSucceeded && !StoppedWithExperiment(s)) {
-        Trial t = ToTrial(s);
-        if (t.final_metric) ++n;
-      }
-    }
-    pk.pack_array(static_cast<uint32_t>(n));
+    std::vector<Trial> replay;  // succeeded results the tuner has not seen
     for (const StoredTrial& s : stored) {
       if (s.end_order < 0 || static_cast<uint64_t>(s.end_order) < known ||
           s.status != p::TrialStatus::kSucceeded || StoppedWithExperiment(s)) {
         continue;
       }
       Trial t = ToTrial(s);
-      if (!t.final_metric) continue;
+      if (t.final_metric) replay.push_back(std::move(t));
+    }
+    msgpack::sbuffer records;
+    Packer pk(records);
+    pk.pack_array(static_cast<uint32_t>(replay.size()));
+    for (const Trial& t : replay) {
       pk.pack_map(2);
       PackStr(pk, "parameters");
       records.write(t.parameters.data(), t.parameters.size());
       PackStr(pk, "value");
       records.write(t.final_metric->raw.data(), t.final_metric->raw.size());
     }
+    const size_t n = replay.size();
     if (n > 0) {
       bool supported = true;
       st = OnTuner([&] { return tuner_->ImportData(ToPacked(records), &supported); });
@@ -609,8 +605,10 @@ class Server::Impl final : public EngineSink {
     std::vector<std::function<void()>> batch;
     batch.swap(after_commit_);
     for (auto& fn : batch) fn();
-    if (!final && now - checkpointed_at_ >= kCheckpointInterval &&
-        CheckpointKey() != checkpointed_key_) {
+    // After the batch: every result counted in the checkpoint's ended_count
+    // has been posted to the tuner before its save_state.
+    if (!final && (checkpoint_due_ || (now - checkpointed_at_ >= kCheckpointInterval &&
+                                       CheckpointKey() != checkpointed_key_))) {
       Checkpoint(/*wait=*/false);
     }
   }
@@ -625,6 +623,7 @@ class Server::Impl final : public EngineSink {
     if (!tuner_ || !tuner_strand_ || viewed_) return;
     checkpointed_at_ = Clock::now();
     checkpointed_key_ = CheckpointKey();
+    checkpoint_due_ = false;
     auto save = [this](const char* kind, auto* plugin, uint64_t ended) {
       std::string state;
       bool supported = false;
@@ -1003,8 +1002,8 @@ class Server::Impl final : public EngineSink {
         }
         if (!supported) spdlog::warn("tuner {} does not import data", tuner_->info().name);
         // A resumed experiment gets imported data back through the tuner's
-        // checkpoint: take one now.
-        if (supported && store_ && !store_failed_) Checkpoint(/*wait=*/false);
+        // checkpoint: take one at the end of this loop turn.
+        if (supported) checkpoint_due_ = true;
         msgpack::sbuffer out;
         Packer pk(out);
         pk.pack_map(1);
@@ -1053,6 +1052,7 @@ class Server::Impl final : public EngineSink {
   Clock::time_point meta_written_{};
   Clock::time_point checkpointed_at_ = Clock::now();
   uint64_t checkpointed_key_ = 0;
+  bool checkpoint_due_ = false;  // after an import
 };
 
 Server::Server(ServerOptions options, PluginRegistry* registry)

@@ -40,6 +40,14 @@ out.write(json.dumps({"type": "FINAL", "value": p["x"]}) + "\\n")
 """
 
 
+def process_gone(pid):
+    try:
+        os.kill(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+
+
 def write(path, text):
     with open(path, "w", encoding="utf-8") as f:
         f.write(textwrap.dedent(text))
@@ -343,14 +351,7 @@ class StoreAndResumeTest(unittest.TestCase):
         out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
                              timeout=30)
         pid = int(out.stdout.split()[0])
-
-        def gone():
-            try:
-                os.kill(pid, 0)
-                return False
-            except ProcessLookupError:
-                return True
-        wait_for(gone, 20, "the orphaned worker to exit")
+        wait_for(lambda: process_gone(pid), 20, "the orphaned worker to exit")
 
     def test_stopped_experiment_resumes_its_cancelled_trials(self):
         exp = Experiment(self, trials=4, concurrency=2, steps=200, pause=0.01, exp_id="stopped")
@@ -367,6 +368,8 @@ class StoreAndResumeTest(unittest.TestCase):
         self.assertTrue(cancelled)
         exp.start("resume")
         self.assertEqual(exp.wait(180), 0, exp.output())
+        # The tuner came back from the checkpoint it saved when it stopped.
+        self.assertIn("result(s) replayed to the tuner after its checkpoint", exp.output())
         with open(exp.summary) as f:
             trials = {t["trial_id"]: t for t in json.load(f)["trials"]}
         self.assertEqual(len(trials), 4)
@@ -389,15 +392,8 @@ class StoreAndResumeTest(unittest.TestCase):
         with open(os.path.join(exp.dir, "host.json")) as f:
             pid = json.load(f)["pid"]
         self.assertIn("(pid %d)" % pid, proc.stdout)
-        os.kill(pid, 0)  # still running after the command returned
-
-        def gone():
-            try:
-                os.kill(pid, 0)
-                return False
-            except ProcessLookupError:
-                return True
-        wait_for(gone, 120, "the detached host to finish")
+        self.assertFalse(process_gone(pid), "still running after the command returned")
+        wait_for(lambda: process_gone(pid), 120, "the detached host to finish")
         self.assertFalse(os.path.exists(os.path.join(exp.dir, "host.json")))
         with exp.db() as db:
             self.assertEqual(db.execute("SELECT value FROM meta WHERE key = 'status'"

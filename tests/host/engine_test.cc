@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "host/engine_testing.h"
 #include "test_util.h"
 #include "tunehost/protocol/codec.h"
 
@@ -62,18 +63,8 @@ class RecordingSink : public EngineSink {
   }
 };
 
-p::Packed Params(int x) {
-  p::Packed out;
-  EXPECT_OK(p::JsonToPacked("{\"x\": " + std::to_string(x) + "}", &out));
-  return out;
-}
-
-p::Metric MetricOf(double v) {
-  p::Metric m;
-  m.raw = p::PackDouble(v);
-  m.scalar = v;
-  return m;
-}
+using engine_testing::MetricOf;
+using engine_testing::Params;
 
 class EngineTest : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "host/engine_testing.h"
 #include "test_util.h"
 #include "tunehost/host/engine.h"
 #include "tunehost/protocol/codec.h"
@@ -23,18 +24,8 @@ namespace fs = std::filesystem;
 namespace p = tunehost::protocol;
 using std::chrono::milliseconds;
 
-p::Packed Params(int x) {
-  p::Packed out;
-  EXPECT_OK(p::JsonToPacked("{\"x\": " + std::to_string(x) + "}", &out));
-  return out;
-}
-
-p::Metric MetricOf(double v) {
-  p::Metric m;
-  m.raw = p::PackDouble(v);
-  m.scalar = v;
-  return m;
-}
+using engine_testing::MetricOf;
+using engine_testing::Params;
 
 p::ReportMetricData MetricData(const std::string& trial, p::MetricType type, uint64_t seq,
                                double v) {

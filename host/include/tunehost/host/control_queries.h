@@ -32,8 +32,9 @@ struct ControlContext {
 };
 
 // "maximize" or "minimize": the tuner's optimize_mode class argument;
-// "maximize" when it has none, or another value (as tunehost run ranks).
-std::string OptimizeModeOf(const protocol::Packed& tuner_args);
+// "maximize" when it has none, or another value (the built-in tuners refuse
+// other values). *from_args (if given) says whether the argument decided.
+std::string OptimizeModeOf(const protocol::Packed& tuner_args, bool* from_args = nullptr);
 
 // Requests a read-only (viewed) experiment refuses: UX KT AD SS FD GE ME EN.
 bool IsMutatingRequest(const protocol::Body& body);
