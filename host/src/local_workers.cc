@@ -183,6 +183,14 @@ class LocalWorkers::Supervisor {
 
   size_t respawns() const { return respawns_.load(); }
 
+  void Grow(size_t count) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wanted_ = std::max(wanted_, count);
+    }
+    cv_.notify_all();
+  }
+
  private:
   struct Slot {
     pid_t pid = 0;
@@ -240,11 +248,35 @@ class LocalWorkers::Supervisor {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, kReapInterval, [this] { return stop_; })) break;
+        if (cv_.wait_for(lock, kReapInterval,
+                         [this] { return stop_ || wanted_ > slots_.size(); }) &&
+            stop_) {
+          break;
+        }
       }
+      AddSlots();
       ReapAndRespawn();
     }
     Terminate();
+  }
+
+  // Starts the workers Grow asked for (on this thread, like every fork).
+  void AddSlots() {
+    size_t first = 0, last = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = slots_.size();
+      last = std::max(first, wanted_);
+      slots_.resize(last);
+    }
+    for (size_t i = first; i < last; ++i) {
+      Status st = SpawnSlot(i);
+      if (st.ok()) {
+        spdlog::info("worker {} added (pid {})", WorkerId(i), slots_[i].pid);
+      } else {
+        spdlog::error("adding worker {}: {}", WorkerId(i), st.message());
+      }
+    }
   }
 
   void ReapAndRespawn() {
@@ -333,6 +365,7 @@ class LocalWorkers::Supervisor {
   bool stop_ = false;
   std::vector<Slot> slots_;
   std::atomic<size_t> respawns_{0};
+  size_t wanted_ = 0;  // Grow's count; guarded by mu_
   std::thread thread_;
 };
 
@@ -368,6 +401,10 @@ std::vector<pid_t> LocalWorkers::pids() const {
 }
 
 size_t LocalWorkers::respawns() const { return supervisor_ ? supervisor_->respawns() : 0; }
+
+void LocalWorkers::Grow(size_t count) {
+  if (supervisor_) supervisor_->Grow(count);
+}
 
 Status FindWorkerBinary(const fs::path& requested, fs::path* out) {
   if (!requested.empty()) {

@@ -610,7 +610,13 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     }
     progress.Line(line, server->Progress());
   });
-  server->OnTick([&] { progress.Tick(server->Progress()); });
+  server->OnTick([&] {
+    const ProgressInfo now = server->Progress();
+    progress.Tick(now);
+    // One local worker per trial slot: a concurrency raised over the control
+    // API (tunectl update) gets its workers.
+    if (args.local_workers < 0) workers.Grow(now.concurrency);
+  });
 
   st = wo.count > 0 ? workers.Start() : Status::Ok();
   if (!st.ok()) {

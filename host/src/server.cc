@@ -434,6 +434,7 @@ class Server::Impl final : public EngineSink {
     p.status = engine_.status();
     for (auto& [status, n] : engine_.CountsByStatus()) p.counts[status] = n;
     p.elapsed_s = std::chrono::duration<double>(engine_.elapsed(Clock::now())).count();
+    p.concurrency = engine_.options().concurrency;
     p.max_trials = engine_.options().max_trials;
     p.max_duration_s = std::chrono::duration<double>(engine_.options().max_duration).count();
     return p;

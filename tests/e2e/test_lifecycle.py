@@ -452,6 +452,37 @@ class StoreAndResumeTest(unittest.TestCase):
         self.assertEqual(answered, [second])
         self.assertEqual(final, 1)
 
+    def test_raised_concurrency_gets_local_workers(self):
+        gate = tempfile.mktemp(prefix="tunehost-gate-")
+        exp = Experiment(self, trials=4, concurrency=1, steps=1, pause=0, gate=gate,
+                         exp_id="grow")
+        exp.start("run")
+        ctx = zmq.Context()
+        control = ctx.socket(zmq.DEALER)
+        control.setsockopt(zmq.LINGER, 0)
+        control.connect(exp.host_file()["control"])
+        try:
+            wait_for(lambda: len(exp.start_lines()) == 1, 60, "the first trial to start")
+            control.send(protocol.encode("UX", {"concurrency": 3}, 1))
+            self.assertTrue(control.poll(10000), "no reply to UX")
+            reply = protocol.decode(control.recv())
+            self.assertEqual(reply.type, "ok", reply.body)
+            self.assertEqual(reply.body["data"]["concurrency"], 3)
+            # Three trials run at once while the gate holds them: two workers
+            # were added for the two new slots.
+            wait_for(lambda: len(exp.start_lines()) == 3, 60, "three trials running at once")
+        finally:
+            with open(gate, "w"):
+                pass
+            control.close()
+            ctx.term()
+        self.assertEqual(exp.wait(120), 0, exp.output())
+        os.unlink(gate)
+        self.assertIn("added (pid", exp.output())
+        with exp.db() as db:
+            self.assertEqual(db.execute("SELECT value FROM meta WHERE key = 'concurrency'"
+                                        ).fetchone()[0], 3.0)
+
     def test_errors_name_the_problem(self):
         exp = Experiment(self, trials=1, concurrency=1, steps=1, pause=0, exp_id="once")
         exp.start("run")

@@ -61,6 +61,9 @@ class LocalWorkers {
   std::vector<pid_t> pids() const;
   // Respawns so far, all slots together.
   size_t respawns() const;
+  // Grows to `count` workers (a raised trial concurrency); never shrinks: the
+  // host's concurrency already limits what runs. No-op before Start().
+  void Grow(size_t count);
   const LocalWorkersOptions& options() const { return options_; }
 
  private:

@@ -79,7 +79,8 @@ struct ProgressInfo {
   ExperimentStatus status = ExperimentStatus::kInitialized;
   std::map<std::string, uint64_t> counts;  // trials by status (WAITING, RUNNING, SUCCEEDED, ...)
   double elapsed_s = 0;                    // run time, including before a resume
-  uint64_t max_trials = 0;                 // current limits (0 = unlimited)
+  uint32_t concurrency = 1;                // current limits (0 = unlimited budgets)
+  uint64_t max_trials = 0;
   double max_duration_s = 0;
 };
 
