@@ -608,7 +608,17 @@ void Engine::Tick(Clock::time_point now) {
   }
   std::sort(expired.begin(), expired.end());
   for (const std::string& id : expired) {
-    Requeue(trials_.at(id), /*new_attempt=*/true, "offer not answered in time");
+    Trial& t = trials_.at(id);
+    if (t.awaiting_reattach && t.final_metric) {
+      // It ran to its FINAL before the restart and its worker is gone (its
+      // EN may have died with the old host): it finished, do not run it again.
+      spdlog::info("trial {} did not re-attach but had reported its final result: SUCCEEDED",
+                   t.id);
+      EndTrial(t, p::TrialStatus::kSucceeded, "", now);
+      continue;
+    }
+    t.awaiting_reattach = false;
+    Requeue(t, /*new_attempt=*/true, "offer not answered in time");
   }
   // Workers gone silent (Paranoid Pirate liveness).
   auto deadline = options_.heartbeat_interval * options_.liveness;
@@ -721,6 +731,7 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
       // HR) takes it back; otherwise it is re-offered with a new attempt.
       r.state = TrialState::kOffered;
       r.worker_id.clear();
+      r.awaiting_reattach = true;
       r.offered_at = now + reattach_grace - options_.ack_timeout;
       offered_.insert(id);
       break;

@@ -2,6 +2,7 @@
 // `run` (one experiment from a YAML file with local workers), `resume` and
 // `view` (a stored experiment), `plugins`.
 #include <signal.h>
+#include <sys/file.h>
 #include <cerrno>
 #include <cstring>
 #include <sys/wait.h>
@@ -311,6 +312,27 @@ class HostFile {
 
  private:
   fs::path file_;
+};
+
+// An exclusive lock on <dir>/lock for the host's lifetime: one host per
+// experiment (two resumes of one store would run every trial twice). The
+// lock belongs to the open file, so a --detach child keeps it.
+class ExperimentLock {
+ public:
+  bool Acquire(const fs::path& dir, const std::string& id) {
+    fd_ = open((dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+    std::fprintf(stderr, "tunehost: experiment %s is in use by another tunehost process%s\n",
+                 id.c_str(), fd_ < 0 ? (std::string(" (") + std::strerror(errno) + ")").c_str()
+                                     : "");
+    return false;
+  }
+  ~ExperimentLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
 };
 
 // The pid in a host.json whose process still runs, or 0.
@@ -744,6 +766,8 @@ int CmdRun(const RunArgs& args) {
                  ec.message().c_str());
     return kExitFailed;
   }
+  ExperimentLock lock;
+  if (!lock.Acquire(experiment_dir, config.spec.id)) return kExitUsage;
   int detached_rc = 0;
   if (args.detach && Detach(experiment_dir, config.spec.id, &detached_rc)) return detached_rc;
   std::unique_ptr<Store> store;
@@ -805,6 +829,8 @@ int CmdResume(const RunArgs& args) {
                  pid);
     return kExitUsage;
   }
+  ExperimentLock lock;
+  if (!lock.Acquire(dir, args.id)) return kExitUsage;
   for (const std::string& w : config.warnings) spdlog::warn("{}", w);
   int detached_rc = 0;
   if (args.detach) {

@@ -65,6 +65,15 @@ Trial ToTrial(const StoredTrial& s) {
   }
   t.status = s.status;
   t.error = s.error;
+  // Stored wall-clock times as the engine's steady clock.
+  const auto steady_now = Clock::now();
+  const double wall_now = WallNow();
+  auto steady = [&](double wall) {
+    return steady_now - std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(wall_now - wall));
+  };
+  if (s.started > 0) t.started_at = steady(s.started);
+  if (s.ended > 0) t.ended_at = steady(s.ended);
   return t;
 }
 
@@ -292,14 +301,16 @@ class Server::Impl final : public EngineSink {
     engine_.RestoreCounters(next_id,
                             std::chrono::milliseconds(static_cast<int64_t>(elapsed_s * 1000)));
 
-    // What the tuner knew: its checkpoint, then every result that ended
-    // after it (all of them when there is no usable checkpoint).
+    // What the tuner knew: its checkpoint, then every result (and import)
+    // numbered from the count it had seen (all of them without a checkpoint).
     uint64_t known = 0;
+    bool from_checkpoint = false;
     if (auto cp = store_->Checkpoint("tuner"); cp && cp->plugin == tuner_->info().name) {
       bool supported = false;
       st = OnTuner([&] { return tuner_->LoadState(cp->state, &supported); });
       if (st.ok() && supported) {
-        known = cp->ended_count;
+        known = cp->seen_results;
+        from_checkpoint = true;
       } else {
         spdlog::warn("tuner {}: checkpoint not restored ({}); importing every result instead",
                      tuner_->info().name, st.ok() ? "load_state not supported" : st.message());
@@ -315,25 +326,45 @@ class Server::Impl final : public EngineSink {
         if (!st.ok()) spdlog::warn("assessor checkpoint not restored: {}", st.message());
       }
     }
-    std::vector<Trial> replay;  // succeeded results the tuner has not seen
+    std::vector<std::pair<int64_t, p::Packed>> imports;
+    st = store_->Imports(&imports);
+    if (!st.ok()) return st;
+    // (order, one record) for everything the tuner has not seen, in order.
+    std::vector<std::pair<int64_t, msgpack::object_handle>> replay;
+    auto record = [](const p::Packed& parameters, const p::Metric& value) {
+      msgpack::sbuffer b;
+      Packer pk(b);
+      pk.pack_map(2);
+      PackStr(pk, "parameters");
+      b.write(parameters.data(), parameters.size());
+      PackStr(pk, "value");
+      b.write(value.raw.data(), value.raw.size());
+      return msgpack::unpack(b.data(), b.size());
+    };
     for (const StoredTrial& s : stored) {
-      if (s.end_order < 0 || static_cast<uint64_t>(s.end_order) < known ||
-          s.status != p::TrialStatus::kSucceeded || StoppedWithExperiment(s)) {
-        continue;
-      }
+      results_handed_ = std::max(results_handed_, s.result_order + 1);
+      if (s.result_order < 0 || static_cast<uint64_t>(s.result_order) < known) continue;
       Trial t = ToTrial(s);
-      if (t.final_metric) replay.push_back(std::move(t));
+      if (t.final_metric) replay.emplace_back(s.result_order, record(t.parameters, *t.final_metric));
     }
+    for (auto& [order, records] : imports) {
+      results_handed_ = std::max(results_handed_, order + 1);
+      if (order < 0 || static_cast<uint64_t>(order) < known) continue;
+      msgpack::object_handle oh = msgpack::unpack(records.data(), records.size());
+      if (oh.get().type != msgpack::type::ARRAY) continue;
+      for (uint32_t i = 0; i < oh.get().via.array.size; ++i) {
+        msgpack::sbuffer b;
+        Packer pk(b);
+        pk.pack(oh.get().via.array.ptr[i]);
+        replay.emplace_back(order, msgpack::unpack(b.data(), b.size()));
+      }
+    }
+    std::stable_sort(replay.begin(), replay.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     msgpack::sbuffer records;
     Packer pk(records);
     pk.pack_array(static_cast<uint32_t>(replay.size()));
-    for (const Trial& t : replay) {
-      pk.pack_map(2);
-      PackStr(pk, "parameters");
-      records.write(t.parameters.data(), t.parameters.size());
-      PackStr(pk, "value");
-      records.write(t.final_metric->raw.data(), t.final_metric->raw.size());
-    }
+    for (const auto& [order, oh] : replay) pk.pack(oh.get());
     const size_t n = replay.size();
     if (n > 0) {
       bool supported = true;
@@ -348,7 +379,7 @@ class Server::Impl final : public EngineSink {
     RestoreTrials(stored, /*resume=*/true, grace);
     spdlog::info("experiment {} resumed: {} trial(s) in the store, {} result(s) replayed to the "
                  "tuner{}",
-                 spec_.id, stored.size(), n, known > 0 ? " after its checkpoint" : "");
+                 spec_.id, stored.size(), n, from_checkpoint ? " after its checkpoint" : "");
     CommitStore();
     return Status::Ok();
   }
@@ -505,6 +536,10 @@ class Server::Impl final : public EngineSink {
   }
 
   void TunerResult(const Trial& t, const p::Metric& metric) override {
+    // Results are numbered in the order the tuner gets them; a checkpoint
+    // says how many it had seen, so a resume replays exactly the rest.
+    if (store_) store_->SetResultOrder(t.id, results_handed_);
+    ++results_handed_;
     bool customized = t.source != p::ParameterSource::kAlgorithm &&
                       t.source != p::ParameterSource::kExternal;
     PostTuner([this, id = t.parameter_id, params = t.parameters, metric, customized] {
@@ -583,6 +618,9 @@ class Server::Impl final : public EngineSink {
       store_failed_ = true;
       Publish(p::ErrorEvent{"internal", st.message(), "store"});
       engine_.Fail("store failed: " + st.message());
+      // Nothing can be acknowledged any more: stop (running trials are
+      // killed; their workers keep what was not acknowledged).
+      Stop();
     }
     return false;
   }
@@ -598,16 +636,19 @@ class Server::Impl final : public EngineSink {
       stored_status_ = status;
       store_->SetMeta("status", ToString(status));
       store_->SetMeta("error", engine_.error());
-      store_->SetMeta("next_parameter_id", std::to_string(engine_.ids().next()));
       store_->SetMeta("elapsed_s",
                       std::chrono::duration<double>(engine_.elapsed(now)).count());
+    }
+    // Ids handed to the tuner are never handed out again after a resume,
+    // even when its checkpoint is newer than the last metadata write.
+    if (const int64_t next = engine_.ids().next(); next != stored_next_id_) {
+      stored_next_id_ = next;
+      store_->SetMeta("next_parameter_id", std::to_string(next));
     }
     if (!CommitStore()) return;
     std::vector<std::function<void()>> batch;
     batch.swap(after_commit_);
     for (auto& fn : batch) fn();
-    // After the batch: every result counted in the checkpoint's ended_count
-    // has been posted to the tuner before its save_state.
     if (!final && (checkpoint_due_ || (now - checkpointed_at_ >= kCheckpointInterval &&
                                        CheckpointKey() != checkpointed_key_))) {
       Checkpoint(/*wait=*/false);
@@ -616,7 +657,7 @@ class Server::Impl final : public EngineSink {
 
   // Changes when the tuner has seen something new since the last checkpoint.
   uint64_t CheckpointKey() const {
-    return engine_.stats().created * 1000003 + engine_.ended_order().size();
+    return engine_.stats().created * 1000003 + static_cast<uint64_t>(results_handed_);
   }
 
   // Asks the plugins for their state after every call posted so far.
@@ -625,16 +666,16 @@ class Server::Impl final : public EngineSink {
     checkpointed_at_ = Clock::now();
     checkpointed_key_ = CheckpointKey();
     checkpoint_due_ = false;
-    auto save = [this](const char* kind, auto* plugin, uint64_t ended) {
+    auto save = [this](const char* kind, auto* plugin, uint64_t seen) {
       std::string state;
       bool supported = false;
       Status st = plugin->SaveState(&state, &supported);
-      Complete([this, kind, st, supported, ended, name = plugin->info().name,
+      Complete([this, kind, st, supported, seen, name = plugin->info().name,
                 state = std::move(state)]() mutable {
         if (!st.ok()) {
           spdlog::warn("{} {}: checkpoint failed: {}", kind, name, st.message());
         } else if (supported && store_ && !store_failed_) {
-          store_->PutCheckpoint(kind, StoredCheckpoint{name, std::move(state), ended});
+          store_->PutCheckpoint(kind, StoredCheckpoint{name, std::move(state), seen});
         }
       });
     };
@@ -644,11 +685,12 @@ class Server::Impl final : public EngineSink {
       done.push_back(task->get_future());
       strand->Post([task] { (*task)(); });
     };
-    const uint64_t ended = engine_.ended_order().size();
-    post(tuner_strand_.get(), [save, this, ended] { save("tuner", tuner_.get(), ended); });
+    // Called after the loop turn's batch ran: every result numbered below
+    // this was posted to the tuner before its save_state.
+    const uint64_t seen = static_cast<uint64_t>(results_handed_);
+    post(tuner_strand_.get(), [save, this, seen] { save("tuner", tuner_.get(), seen); });
     if (assessor_ && assessor_strand_) {
-      post(assessor_strand_.get(),
-           [save, this, ended] { save("assessor", assessor_.get(), ended); });
+      post(assessor_strand_.get(), [save, this, seen] { save("assessor", assessor_.get(), seen); });
     }
     if (!wait) return;
     for (auto& f : done) f.wait();
@@ -995,22 +1037,26 @@ class Server::Impl final : public EngineSink {
     tuner_strand_->Post([this, peer, records = ToPacked(b), n] {
       bool supported = true;
       Status st = tuner_->ImportData(records, &supported);
-      Complete([this, peer, st, supported, n] {
+      Complete([this, peer, st, supported, n, records] {
         if (!st.ok()) {
           PluginFailed("tuner", st);
           Reply(peer, st);
           return;
         }
         if (!supported) spdlog::warn("tuner {} does not import data", tuner_->info().name);
-        // A resumed experiment gets imported data back through the tuner's
-        // checkpoint: take one at the end of this loop turn.
-        if (supported) checkpoint_due_ = true;
+        if (supported) {
+          // Kept like a result, so a resume replays it unless the tuner's
+          // checkpoint already holds it; a checkpoint follows this turn.
+          if (store_) store_->AddImport(results_handed_, records);
+          ++results_handed_;
+          checkpoint_due_ = true;
+        }
         msgpack::sbuffer out;
         Packer pk(out);
         pk.pack_map(1);
         PackStr(pk, "imported");
         pk.pack_uint64(supported ? n : 0);
-        ReplyOk(peer, ToPacked(out));
+        AfterCommit([this, peer, data = ToPacked(out)] { ReplyOk(peer, data); });
       });
     });
   }
@@ -1054,6 +1100,8 @@ class Server::Impl final : public EngineSink {
   Clock::time_point checkpointed_at_ = Clock::now();
   uint64_t checkpointed_key_ = 0;
   bool checkpoint_due_ = false;  // after an import
+  int64_t results_handed_ = 0;   // results (and imports) given to the tuner, ever
+  int64_t stored_next_id_ = -1;
 };
 
 Server::Server(ServerOptions options, PluginRegistry* registry)

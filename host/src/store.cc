@@ -36,7 +36,7 @@ CREATE TABLE trials(trial_id TEXT PRIMARY KEY, sequence_id INTEGER NOT NULL UNIQ
                     worker_id TEXT NOT NULL, error TEXT NOT NULL,
                     final_synthesized INTEGER NOT NULL,
                     created REAL NOT NULL, started REAL NOT NULL, ended REAL NOT NULL,
-                    end_order INTEGER NOT NULL);
+                    end_order INTEGER NOT NULL, result_order INTEGER NOT NULL DEFAULT -1);
 CREATE TABLE trial_events(id INTEGER PRIMARY KEY, trial_id TEXT NOT NULL, at REAL NOT NULL,
                           event TEXT NOT NULL, attempt INTEGER NOT NULL,
                           worker_id TEXT NOT NULL, detail TEXT NOT NULL);
@@ -47,7 +47,8 @@ CREATE TABLE metrics(trial_id TEXT NOT NULL, type TEXT NOT NULL, sequence INTEGE
 CREATE TABLE events(id INTEGER PRIMARY KEY, at REAL NOT NULL, type TEXT NOT NULL,
                     body BLOB NOT NULL);
 CREATE TABLE checkpoints(kind TEXT PRIMARY KEY, plugin TEXT NOT NULL, state BLOB NOT NULL,
-                         ended_count INTEGER NOT NULL, at REAL NOT NULL);
+                         seen_results INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE imports(result_order INTEGER PRIMARY KEY, records BLOB NOT NULL, at REAL NOT NULL);
 )sql";
 
 constexpr const char* kMigrations[] = {
@@ -200,6 +201,7 @@ void Store::Begin() {
 }
 
 void Store::Step(sqlite3_stmt* st, const char* what) {
+  if (failed()) return;  // nothing after a failure, not even in autocommit
   if (st == nullptr) {
     Fail(what);
     return;
@@ -269,7 +271,7 @@ INSERT INTO trials(trial_id, sequence_id, parameter_id, source, parameters, stat
 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT(trial_id) DO UPDATE SET
   source = excluded.source, state = excluded.state, status = excluded.status,
-  attempt = excluded.attempt,
+  attempt = excluded.attempt, parameters = excluded.parameters,
   offers = excluded.offers, worker_id = excluded.worker_id, error = excluded.error,
   final_synthesized = excluded.final_synthesized,
   started = CASE WHEN excluded.started > 0 THEN excluded.started ELSE started END,
@@ -332,6 +334,37 @@ void Store::PutMetric(const std::string& trial_id, const p::ReportMetricData& m)
   Step(st, "metric");
 }
 
+void Store::SetResultOrder(const std::string& trial_id, int64_t order) {
+  Begin();
+  sqlite3_stmt* st =
+      Prepare("UPDATE trials SET result_order = ?2 WHERE trial_id = ?1 AND result_order < 0");
+  if (st == nullptr) return Fail("result order");
+  BindText(st, 1, trial_id);
+  sqlite3_bind_int64(st, 2, order);
+  Step(st, "result order");
+}
+
+void Store::AddImport(int64_t order, const p::Packed& records) {
+  Begin();
+  sqlite3_stmt* st = Prepare("INSERT INTO imports(result_order, records, at) VALUES(?1, ?2, ?3)");
+  if (st == nullptr) return Fail("import");
+  sqlite3_bind_int64(st, 1, order);
+  BindBlob(st, 2, records);
+  sqlite3_bind_double(st, 3, WallNow());
+  Step(st, "import");
+}
+
+Status Store::Imports(std::vector<std::pair<int64_t, p::Packed>>* out) const {
+  out->clear();
+  sqlite3_stmt* st = Prepare("SELECT result_order, records FROM imports ORDER BY result_order");
+  if (st == nullptr) return Status::Internal("store " + file_.string() + ": cannot read imports");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    out->emplace_back(sqlite3_column_int64(st, 0), BlobColumn(st, 1));
+  }
+  sqlite3_reset(st);
+  return Status::Ok();
+}
+
 void Store::AddEvent(std::string_view type, const p::Packed& body) {
   Begin();
   sqlite3_stmt* st = Prepare("INSERT INTO events(at, type, body) VALUES(?1, ?2, ?3)");
@@ -345,13 +378,13 @@ void Store::AddEvent(std::string_view type, const p::Packed& body) {
 void Store::PutCheckpoint(std::string_view kind, const StoredCheckpoint& c) {
   Begin();
   sqlite3_stmt* st = Prepare(
-      "INSERT OR REPLACE INTO checkpoints(kind, plugin, state, ended_count, at) "
+      "INSERT OR REPLACE INTO checkpoints(kind, plugin, state, seen_results, at) "
       "VALUES(?1, ?2, ?3, ?4, ?5)");
   if (st == nullptr) return Fail("checkpoint");
   BindText(st, 1, kind);
   BindText(st, 2, c.plugin);
   BindBlob(st, 3, c.state);
-  sqlite3_bind_int64(st, 4, static_cast<sqlite3_int64>(c.ended_count));
+  sqlite3_bind_int64(st, 4, static_cast<sqlite3_int64>(c.seen_results));
   sqlite3_bind_double(st, 5, WallNow());
   Step(st, "checkpoint");
 }
@@ -392,7 +425,7 @@ Status Store::Trials(std::vector<StoredTrial>* out) const {
   out->clear();
   sqlite3_stmt* st = Prepare(R"sql(
 SELECT trial_id, sequence_id, parameter_id, source, parameters, state, status, attempt, offers,
-       worker_id, error, final_synthesized, created, started, ended, end_order
+       worker_id, error, final_synthesized, created, started, ended, end_order, result_order
 FROM trials ORDER BY sequence_id)sql");
   if (st == nullptr) return Status::Internal("store " + file_.string() + ": cannot read trials");
   std::map<std::string, size_t> index;
@@ -417,6 +450,7 @@ FROM trials ORDER BY sequence_id)sql");
     t.started = sqlite3_column_double(st, 13);
     t.ended = sqlite3_column_double(st, 14);
     t.end_order = sqlite3_column_int64(st, 15);
+    t.result_order = sqlite3_column_int64(st, 16);
     index[t.trial_id] = out->size();
     out->push_back(std::move(t));
   }
@@ -444,7 +478,7 @@ FROM trials ORDER BY sequence_id)sql");
 
 std::optional<StoredCheckpoint> Store::Checkpoint(std::string_view kind) const {
   sqlite3_stmt* st =
-      Prepare("SELECT plugin, state, ended_count FROM checkpoints WHERE kind = ?1");
+      Prepare("SELECT plugin, state, seen_results FROM checkpoints WHERE kind = ?1");
   if (st == nullptr) return std::nullopt;
   BindText(st, 1, kind);
   std::optional<StoredCheckpoint> c;
@@ -452,7 +486,7 @@ std::optional<StoredCheckpoint> Store::Checkpoint(std::string_view kind) const {
     c.emplace();
     c->plugin = Column(st, 0);
     c->state = BlobColumn(st, 1);
-    c->ended_count = static_cast<uint64_t>(sqlite3_column_int64(st, 2));
+    c->seen_results = static_cast<uint64_t>(sqlite3_column_int64(st, 2));
   }
   sqlite3_reset(st);
   return c;

@@ -2,6 +2,7 @@
 running trials across a host restart, and the read-only view. Real tunehost and
 tunehost-worker processes, real plugins, real SQLite files (read here with
 Python's sqlite3 module)."""
+import fcntl
 import json
 import os
 import signal
@@ -21,7 +22,8 @@ from tunehost import protocol
 TERMINAL = {"SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED", "EARLY_STOPPED"}
 
 # A trial that logs each start, reports `steps` PERIODICAL results and a FINAL.
-# With `gate`, it waits after its first result until that file exists.
+# With `gate` (not "-"), it waits after its first result until that file
+# exists; with `after`, it sleeps that long after its FINAL.
 TRIAL = """
 import json, os, sys, time
 p = json.loads(os.environ["TUNEHOST_PARAMETERS"])
@@ -29,7 +31,8 @@ with open(os.path.join(sys.argv[1], "starts.log"), "a") as log:
     log.write("%s %s\\n" % (os.environ["TUNEHOST_TRIAL_ID"], os.environ["TUNEHOST_ATTEMPT"]))
 out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
 steps, pause = int(sys.argv[2]), float(sys.argv[3])
-gate = sys.argv[4] if len(sys.argv) > 4 else None
+gate = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+after = float(sys.argv[5]) if len(sys.argv) > 5 else 0
 for step in range(steps):
     out.write(json.dumps({"value": p["x"] * (step + 1) / steps}) + "\\n")
     if step == 0 and gate:
@@ -37,6 +40,8 @@ for step in range(steps):
             time.sleep(0.05)
     time.sleep(pause)
 out.write(json.dumps({"type": "FINAL", "value": p["x"]}) + "\\n")
+out.flush()
+time.sleep(after)
 """
 
 
@@ -57,7 +62,8 @@ def write(path, text):
 class Experiment:
     """One experiment directory, driven through `tunehost run/resume/view`."""
 
-    def __init__(self, test, trials, concurrency, steps, pause, gate=None, exp_id="life"):
+    def __init__(self, test, trials, concurrency, steps, pause, gate=None, exp_id="life",
+                 after=0.0):
         self.test = test
         self.tmp = tempfile.mkdtemp(prefix="tunehost-life-")
         self.workdir = os.path.join(self.tmp, "wd")
@@ -66,7 +72,7 @@ class Experiment:
         self.store_path = os.path.join(self.dir, "store.db")
         self.starts = os.path.join(self.tmp, "starts.log")
         write(os.path.join(self.tmp, "trial.py"), TRIAL)
-        args = "%s %d %s%s" % (self.tmp, steps, pause, (" " + gate) if gate else "")
+        args = "%s %d %s %s %s" % (self.tmp, steps, pause, gate or "-", after)
         self.config = write(os.path.join(self.tmp, "experiment.yaml"), """
             experimentName: lifecycle
             searchSpace:
@@ -177,10 +183,13 @@ class StoreAndResumeTest(unittest.TestCase):
             self.assertEqual(state == "ENDED", status in TERMINAL, (trial_id, state, status))
         lost = []
         for trial_id, attempt, sequence in acks:
-            # An ack for an attempt that never ran here (superseded, or a
-            # metric of an unknown trial) is sent without storing; every
-            # other ack must have its metric on disk.
-            if attempt in attempts.get(trial_id, ()) and (trial_id, sequence) not in metrics:
+            # The host acknowledges and drops results of an attempt it has
+            # superseded (wire format §5.3: the trial runs again as a new
+            # attempt) and of attempts that never ran here; every ack of the
+            # trial's current attempt must have its metric on disk.
+            current = trials[trial_id][3] if trial_id in trials else None
+            if (attempt == current and attempt in attempts.get(trial_id, ()) and
+                    (trial_id, sequence) not in metrics):
                 lost.append((trial_id, attempt, sequence))
         self.assertEqual(lost, [], "acknowledged metrics missing from the store")
         return trials
@@ -341,6 +350,48 @@ class StoreAndResumeTest(unittest.TestCase):
                                  capture_output=True, text=True)
             return out.returncode == 1
         wait_for(orphans_gone, 30, "the killed host's workers to exit")
+
+    def test_a_trial_that_finishes_while_no_host_runs_is_not_run_again(self):
+        exp = Experiment(self, trials=2, concurrency=1, steps=1, pause=0, after=1.5,
+                         exp_id="finished")
+        exp.start("run")
+        exp.host_file()
+
+        def final_stored():
+            with exp.db() as db:
+                return db.execute("SELECT COUNT(*) FROM metrics WHERE trial_id = 'T00000' "
+                                  "AND type = 'FINAL'").fetchone()[0] == 1
+        wait_for(final_stored, 60, "the first trial's FINAL in the store")
+        exp.kill()
+        # The trial exits (and its worker reports the end) while no host runs.
+        wait_for(lambda: os.path.exists(os.path.join(exp.dir, "trials", "T00000-0",
+                                                     "stdout.log")), 10, "trial dir")
+        time.sleep(2.0)  # not a synchronization: the outage must outlast the trial
+        exp.start("resume", "--reattach-grace-ms", "3000")
+        self.assertEqual(exp.wait(120), 0, exp.output())
+        # Its FINAL reached the store before the kill, its end did not: the
+        # tuner still gets the result, replayed, or in its checkpoint when one
+        # was taken after the result.
+        self.assertRegex(exp.output(), r"resumed: \d+ trial\(s\) in the store, (1 result\(s\) "
+                         r"replayed to the tuner\n|0 result\(s\) replayed to the tuner after "
+                         r"its checkpoint)")
+        self.assertEqual([line[0] for line in exp.start_lines()], ["T00000", "T00001"])
+        with open(exp.summary) as f:
+            trials = {t["trial_id"]: t for t in json.load(f)["trials"]}
+        self.assertEqual(trials["T00000"]["status"], "SUCCEEDED")
+        self.assertEqual(len(trials), 2)
+
+    def test_one_host_per_experiment(self):
+        exp = Experiment(self, trials=1, concurrency=1, steps=1, pause=0, exp_id="locked")
+        exp.start("run")
+        self.assertEqual(exp.wait(60), 0, exp.output())
+        with open(os.path.join(exp.dir, "lock"), "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            other = subprocess.run([harness.TUNEHOST, "resume", exp.id, "--workdir",
+                                    exp.workdir, "--plugins", harness.PLUGIN_DIR],
+                                   capture_output=True, text=True, timeout=30)
+        self.assertEqual(other.returncode, 2, other.stdout + other.stderr)
+        self.assertIn("in use by another tunehost process", other.stderr)
 
     def test_an_orphaned_worker_without_trials_exits(self):
         # The worker's parent (a shell) exits at once; no host ever answers.

@@ -131,6 +131,8 @@ TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {
     t.status = p::TrialStatus::kSucceeded;
     s->PutTrial(t, 0, 0, 105.0, 3);
     s->AddTrialEvent(t.id, "ended", 0, "w1", "");
+    s->SetResultOrder(t.id, 4);
+    s->SetResultOrder(t.id, 9);  // the first order stays
     Trial waiting = MakeTrial("T00000", 0);
     s->PutTrial(waiting, 99.0, 0, 0, -1);
     ASSERT_OK(s->Commit());
@@ -153,6 +155,8 @@ TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {
   EXPECT_DOUBLE_EQ(t.started, 101.0);
   EXPECT_DOUBLE_EQ(t.ended, 105.0);
   EXPECT_EQ(t.end_order, 3);
+  EXPECT_EQ(t.result_order, 4);
+  EXPECT_EQ(trials[0].result_order, -1);
   ASSERT_EQ(t.periodical.size(), 2u);
   EXPECT_DOUBLE_EQ(t.periodical.at(1).scalar, 0.5) << "the first copy of a metric wins";
   ASSERT_TRUE(t.final_metric);
@@ -170,6 +174,7 @@ TEST_F(StoreTest, MetaConfigSearchSpacesAndCheckpoints) {
     s->AddSearchSpace(Params(1));
     s->AddSearchSpace(Params(2));
     s->PutCheckpoint("tuner", StoredCheckpoint{"tpe", "state-1", 4});
+    s->AddImport(3, Params(5));
     s->PutCheckpoint("tuner", StoredCheckpoint{"tpe", "state-2", 7});
     ASSERT_OK(s->Commit());
   }
@@ -188,7 +193,12 @@ TEST_F(StoreTest, MetaConfigSearchSpacesAndCheckpoints) {
   ASSERT_TRUE(cp);
   EXPECT_EQ(cp->plugin, "tpe");
   EXPECT_EQ(cp->state, "state-2");
-  EXPECT_EQ(cp->ended_count, 7u);
+  EXPECT_EQ(cp->seen_results, 7u);
+  std::vector<std::pair<int64_t, p::Packed>> imports;
+  ASSERT_OK(s->Imports(&imports));
+  ASSERT_EQ(imports.size(), 1u);
+  EXPECT_EQ(imports[0].first, 3);
+  EXPECT_EQ(imports[0].second, Params(5));
   EXPECT_FALSE(s->Checkpoint("assessor"));
 }
 
@@ -358,6 +368,25 @@ TEST_F(ResumeTest, EndedTrialsCountAgainstTheBudgetAndNumberingContinues) {
   EXPECT_EQ(t->sequence_id, 3u);
   ASSERT_EQ(engine_->ended_order().size(), 1u);
   EXPECT_EQ(engine_->ended_order()[0], "T00000");
+}
+
+TEST_F(ResumeTest, ATrialThatReportedItsFinalAndLostItsWorkerEndsInsteadOfRunningAgain) {
+  EngineOptions o;
+  o.experiment_id = "exp";
+  o.ack_timeout = milliseconds(1000);
+  MiniSink sink;
+  Engine e(o, &sink);
+  Trial finished = MakeTrial("T00000", 0);
+  finished.state = TrialState::kRunning;
+  finished.final_metric = MetricOf(0.7);
+  e.Restore(finished, now_, grace_);
+  e.Start(now_);
+  e.Tick(now_ + grace_);
+  const Trial* t = e.Find("T00000");
+  EXPECT_EQ(t->state, TrialState::kEnded);
+  EXPECT_EQ(t->status, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(t->attempt, 0u);
+  EXPECT_TRUE(sink.jobs.empty()) << "never offered again";
 }
 
 TEST_F(ResumeTest, ElapsedTimeCarriesOverTheRestart) {

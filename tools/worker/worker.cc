@@ -359,7 +359,10 @@ void Worker::CheckOrphaned(Clock::time_point now) {
                  trials_.size());
   }
   if (!orphaned_) return;
-  if (trials_.empty()) {
+  // A trial end sent while no host was there waits in the results socket for
+  // the next host: stay until one asks for us, or the end is lost and the
+  // trial would run again.
+  if (trials_.empty() && (adopted_ || !ended_while_orphaned_)) {
     spdlog::info("orphaned worker has no trial left: exiting");
     BeginShutdown();
   } else if (!adopted_ && now - orphaned_at_ >= options_.orphan_timeout) {
@@ -433,6 +436,7 @@ void Worker::SendHeartbeat() {
 }
 
 void Worker::SendEnd(const Trial& trial) {
+  if (orphaned_ && !adopted_) ended_while_orphaned_ = true;
   const TrialProcess& p = *trial.process;
   const int ws = p.wait_status();
   TrialStatus status = TrialStatus::kFailed;

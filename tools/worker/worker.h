@@ -116,6 +116,7 @@ class Worker {
   pid_t parent_ = 0;          // the process that started the worker
   bool orphaned_ = false;     // it is gone
   bool adopted_ = false;      // a host asked for a hello since then
+  bool ended_while_orphaned_ = false;  // an EN went out while no host was there
   Clock::time_point orphaned_at_;
   void CheckOrphaned(Clock::time_point now);
 };

@@ -53,6 +53,7 @@ struct Trial {
   bool assessed = false;       // the assessor saw it at least once
   bool assessor_stopped = false;
   bool kill_sent = false;
+  bool awaiting_reattach = false;  // restored as running: its worker may come back
 };
 
 // What the engine asks the outside world to do. Implemented by the server

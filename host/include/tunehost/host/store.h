@@ -47,6 +47,7 @@ struct StoredTrial {
   std::string error;
   double created = 0, started = 0, ended = 0;  // unix seconds; 0 = not yet
   int64_t end_order = -1;                      // position among ended trials
+  int64_t result_order = -1;  // position among results handed to the tuner; -1: none
   bool final_synthesized = false;
   std::map<uint64_t, protocol::Metric> periodical;  // by sequence
   std::optional<protocol::Metric> final_metric;
@@ -55,7 +56,7 @@ struct StoredTrial {
 struct StoredCheckpoint {
   std::string plugin;       // plugin name
   protocol::Packed state;   // the plugin's saved state
-  uint64_t ended_count = 0; // trials ended (in end order) whose results it had seen
+  uint64_t seen_results = 0; // results (trial results and imports, by result order) it had seen
 };
 
 class Store {
@@ -82,6 +83,11 @@ class Store {
                      std::string_view worker_id, std::string_view detail);
   void PutMetric(const std::string& trial_id, const protocol::ReportMetricData& m);
   void AddEvent(std::string_view type, const protocol::Packed& body);
+  // The trial's result was handed to the tuner as the `order`-th result (the
+  // first time only).
+  void SetResultOrder(const std::string& trial_id, int64_t order);
+  // Records imported into the tuner (FD) as the `order`-th result.
+  void AddImport(int64_t order, const protocol::Packed& records);
   void PutCheckpoint(std::string_view kind, const StoredCheckpoint& c);
   // Ends the open batch. An error leaves the store unusable for writing: the
   // caller must stop acknowledging.
@@ -94,6 +100,8 @@ class Store {
   std::optional<protocol::Packed> LatestSearchSpace() const;
   Status Trials(std::vector<StoredTrial>* out) const;  // by sequence_id, with metrics
   std::optional<StoredCheckpoint> Checkpoint(std::string_view kind) const;
+  // Imported record arrays (FD) by result order.
+  Status Imports(std::vector<std::pair<int64_t, protocol::Packed>>* out) const;
   int64_t CountRows(std::string_view table) const;
 
  private:
