@@ -162,6 +162,7 @@ Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Pack
     t.state = TrialState::kRunning;  // run by the client that asked for it
     t.started_at = now;
   }
+  quiet_ = false;
   sink_->TrialChanged(t, "created", p::ToString(source));
   sink_->Publish(JobFor(t));
   if (source != p::ParameterSource::kExternal) {
@@ -385,7 +386,15 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     return Status::Ok();
   }
   if (t.state == TrialState::kEnded) {
-    spdlog::debug("metric for ended trial {} dropped", t.id);
+    // A result that arrives after its trial ended (its worker resent it after
+    // a restart, say) is kept, since it was acknowledged; it changes nothing.
+    const bool known = m.type == p::MetricType::kFinal ? t.final_metric.has_value()
+                                                       : t.periodical.count(m.sequence) != 0;
+    if (!known) {
+      if (m.type == p::MetricType::kPeriodical) t.periodical.emplace(m.sequence, m.value);
+      sink_->MetricAccepted(t, m);
+      spdlog::debug("late metric {} of ended trial {} kept", m.sequence, t.id);
+    }
     return Status::Ok();
   }
   const bool final = m.type == p::MetricType::kFinal;
@@ -505,6 +514,7 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
     t.final_synthesized = true;
   }
   ended_order_.push_back(t.id);
+  quiet_ = false;
   sink_->TrialChanged(t, "ended", t.error);
   if (synthesize) sink_->TunerResult(t, *t.final_metric);
   sink_->TunerTrialEnd(t, success);
@@ -520,6 +530,7 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
                           std::vector<std::pair<int64_t, p::Packed>> params, bool no_more,
                           const Status& status, Clock::time_point now) {
   inflight_ids_ -= std::min(inflight_ids_, ids.size());
+  quiet_ = false;
   size_t created = 0;
   std::set<int64_t> emitted;
   for (auto& [id, packed] : params) {
@@ -597,6 +608,7 @@ void Engine::OnTunerBarrier(Clock::time_point now) {
       tuner_exhausted_ = true;
     }
   }
+  quiet_ = ActiveCount() == 0 && inflight_ids_ == 0 && credited_.empty();
   Pump(now);
 }
 
@@ -693,9 +705,10 @@ void Engine::UpdateStatus(Clock::time_point now) {
     return;
   }
   bool idle = ActiveCount() == 0 && inflight_ids_ == 0;
-  if (idle && !credited_.empty()) {
+  if (idle && (!credited_.empty() || !quiet_)) {
     // The tuner may still send trials for its credits from a call not yet
-    // run: decide after every posted tuner call has returned.
+    // run, or have sent one whose completion has not reached us: decide DONE
+    // only after every posted tuner call has returned (a barrier).
     if (!barrier_pending_) {
       barrier_pending_ = true;
       sink_->TunerBarrier();

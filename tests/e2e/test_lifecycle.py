@@ -381,6 +381,38 @@ class StoreAndResumeTest(unittest.TestCase):
         self.assertEqual(trials["T00000"]["status"], "SUCCEEDED")
         self.assertEqual(len(trials), 2)
 
+    def test_imported_results_survive_a_kill(self):
+        exp = Experiment(self, trials=5, concurrency=1, steps=1, pause=0, exp_id="imported")
+
+        def request(endpoint, type_code, body):
+            ctx = zmq.Context()
+            control = ctx.socket(zmq.DEALER)
+            control.setsockopt(zmq.LINGER, 0)
+            control.connect(endpoint)
+            try:
+                control.send(protocol.encode(type_code, body, 1))
+                self.assertTrue(control.poll(10000), "no reply to " + type_code)
+                return protocol.decode(control.recv())
+            finally:
+                control.close()
+                ctx.term()
+        exp.start("run", "--local-workers", "0")
+        records = [{"parameters": {"x": x}, "value": x} for x in (0.1, 0.2, 0.3)]
+        reply = request(exp.host_file()["control"], "FD", {"data": records})
+        self.assertEqual(reply.type, "ok", reply.body)
+        self.assertEqual(reply.body["data"]["imported"], 3)
+        exp.kill()
+        exp.start("resume", "--local-workers", "0")
+        endpoint = exp.host_file()["control"]
+        self.assertEqual(request(endpoint, "TE", {}).type, "ok")
+        exp.wait(60)
+        # The tuner has the three results again: replayed, or inside the
+        # checkpoint taken right after the import.
+        self.assertRegex(exp.output(), r"in the store, (3 result\(s\) replayed to the tuner\n|"
+                         r"0 result\(s\) replayed to the tuner after its checkpoint)")
+        with exp.db() as db:
+            self.assertEqual(db.execute("SELECT COUNT(*) FROM imports").fetchone()[0], 1)
+
     def test_one_host_per_experiment(self):
         exp = Experiment(self, trials=1, concurrency=1, steps=1, pause=0, exp_id="locked")
         exp.start("run")

@@ -116,6 +116,14 @@ class EngineTest : public ::testing::Test {
   void End(const std::string& w, const p::NewTrialJob& job, p::TrialStatus s) {
     ASSERT_OK(engine_->OnTrialEnd(p::TrialEnd{job.trial_id, job.attempt, s, "", w}, now_));
   }
+  // Answers every barrier the engine asked for, as the tuner strand does once
+  // the calls posted before it have returned.
+  void Settle() {
+    while (barriers_answered_ < sink_.barriers) {
+      ++barriers_answered_;
+      engine_->OnTunerBarrier(now_);
+    }
+  }
   void Advance(milliseconds d) {
     now_ += d;
     engine_->Tick(now_);
@@ -123,6 +131,7 @@ class EngineTest : public ::testing::Test {
 
   RecordingSink sink_;
   size_t answered_ = 0;
+  int barriers_answered_ = 0;
   std::unique_ptr<Engine> engine_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
 };
@@ -156,6 +165,7 @@ TEST_F(EngineTest, TunerSeesFinalBeforeTrialEndAndEachTrialEndsOnce) {
   EXPECT_EQ(sink_.plugin_calls, want);
   EXPECT_EQ(sink_.finished, std::vector<std::string>{"T00000"});
   EXPECT_EQ(sink_.Sent<p::MetricAck>("w1").size(), 2u);
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
   EXPECT_TRUE(engine_->finished());
 }
@@ -199,6 +209,7 @@ TEST_F(EngineTest, DeadWorkersTrialGoesToAnotherWorkerAndEndsOnce) {
   End("w2", second, p::TrialStatus::kSucceeded);
   EXPECT_EQ(sink_.finished.size(), 1u);
   EXPECT_EQ(*engine_->Find(second.trial_id)->status, p::TrialStatus::kSucceeded);
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 
@@ -234,6 +245,7 @@ TEST_F(EngineTest, MaxTrialsBudgetCreatesExactlyThatMany) {
   }
   EXPECT_EQ(engine_->stats().created, 3u);
   EXPECT_EQ(sink_.finished.size(), 3u);
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 
@@ -332,6 +344,7 @@ TEST_F(EngineTest, CreditedIdsCountUntilTheTunerSendsThem) {
     End("w1", sink_.jobs[i], p::TrialStatus::kSucceeded);
   }
   EXPECT_EQ(sink_.requests.size(), asked) << "the budget is spent: nothing more is asked";
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 
@@ -610,6 +623,7 @@ TEST_F(EngineTest, UpdateLimitsLoweredMaxTrialsEndsTheExperimentWhenReached) {
   const size_t requests = sink_.requests.size();
   End("w1", second, p::TrialStatus::kSucceeded);
   EXPECT_EQ(sink_.requests.size(), requests) << "no trial beyond the lowered budget";
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
   EXPECT_TRUE(engine_->finished());
 }
@@ -635,6 +649,7 @@ TEST_F(EngineTest, UpdateLimitsRaisedMaxTrialsResumesCreatingTrials) {
   End("w1", sink_.jobs[1], p::TrialStatus::kSucceeded);
   Start("w1", sink_.jobs[2]);
   End("w1", sink_.jobs[2], p::TrialStatus::kSucceeded);
+  Settle();  // the tuner strand answers the barrier DONE waits for
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 
@@ -644,6 +659,7 @@ TEST_F(EngineTest, UpdateLimitsAfterDoneIsRefusedAndDoneStaysFinal) {
   AnswerRequest();
   Start("w1", sink_.jobs.at(0));
   End("w1", sink_.jobs.at(0), p::TrialStatus::kSucceeded);
+  Settle();  // the tuner strand answers the barrier DONE waits for
   ASSERT_EQ(engine_->status(), ExperimentStatus::kDone);
   const size_t requests = sink_.requests.size();
   Status st = engine_->UpdateLimits(4, 10, std::nullopt, now_);
@@ -689,6 +705,44 @@ TEST_F(EngineTest, UpdateLimitsShorterDurationCancelsWaitingTrialsAndRunningOnes
   EXPECT_EQ(engine_->Find(running.trial_id)->state, TrialState::kRunning);
   EXPECT_EQ(engine_->status(), ExperimentStatus::kNoMoreTrial);
   End("w1", running, p::TrialStatus::kSucceeded);
+  Settle();  // the tuner strand answers the barrier DONE waits for
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+}  // namespace
+}  // namespace tunehost::host
+
+namespace tunehost::host {
+namespace {
+
+// The tuner answers "no more" for an id and then, in a later call, sends a
+// trial for it (hyperband promoting after a rung ends). The completions reach
+// the engine in that order, after the claim: DONE must wait for the barrier.
+TEST_F(EngineTest, ASendTrialRacingANoMoreAnswerIsNotLostToDone) {
+  Make([](EngineOptions& o) {
+    o.concurrency = 2;
+    o.max_trials = 3;
+  });
+  Hello("w1", 2);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  const p::NewTrialJob first = sink_.jobs[0], second = sink_.jobs[1];
+  Start("w1", first);
+  Start("w1", second);
+  End("w1", first, p::TrialStatus::kSucceeded);
+  ASSERT_EQ(sink_.requests.size(), 2u);
+  const int64_t id = sink_.requests[1].at(0);
+  End("w1", second, p::TrialStatus::kSucceeded);
+  ASSERT_TRUE(engine_->ids().Claim(id));  // send_trial from the tuner's trial_end
+  engine_->OnParameters(sink_.requests[1], {}, /*no_more=*/true, Status::Ok(), now_);
+  EXPECT_NE(engine_->status(), ExperimentStatus::kDone) << "its trial is on the way";
+  engine_->OnSentTrial(id, Params(9), now_);
+  Settle();
+  EXPECT_EQ(engine_->stats().created, 3u);
+  ASSERT_EQ(sink_.jobs.size(), 3u);
+  Start("w1", sink_.jobs[2]);
+  End("w1", sink_.jobs[2], p::TrialStatus::kSucceeded);
+  Settle();
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 

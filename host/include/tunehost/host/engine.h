@@ -333,6 +333,9 @@ class Engine {
   // budget and the concurrency until then.
   std::set<int64_t> credited_;
   bool barrier_pending_ = false;
+  // A barrier found nothing running and nothing in flight since the last
+  // trial or tuner answer: DONE may be decided.
+  bool quiet_ = false;
   bool tuner_exhausted_ = false;     // last request answered NO_MORE_TRIALS
   uint64_t next_sequence_ = 0;
   std::chrono::milliseconds restored_elapsed_{0};
