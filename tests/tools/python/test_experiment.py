@@ -391,6 +391,25 @@ class ExperimentTest(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             exp.list_trial_jobs()
 
+    def test_submit_and_wait_for_trials(self):
+        # NNI's ExecutionEngine submit_models / wait_models over the control API.
+        exp = self.new_experiment(self.config(concurrency=2, max_trials=3))
+        exp.start()
+        first = self.running(exp, 2)
+        added = exp.add_trial({"x": 0.75})["trial_id"]
+        with self.assertRaises(TimeoutError):
+            exp.wait_trials([first[0].trialJobId], timeout=0.3)
+        # The other running trial stays gated, so the experiment goes on.
+        self.open_gate(first[0].trialJobId)
+        self.open_gate(added)
+        jobs = exp.wait_trials([added, first[0].trialJobId], timeout=60)
+        self.assertEqual([j.trialJobId for j in jobs], [added, first[0].trialJobId])
+        self.assertEqual([j.status for j in jobs], ["SUCCEEDED", "SUCCEEDED"])
+        self.assertEqual(jobs[0].finalMetricData[0].data, {"default": 0.75, "seq": 2})
+        with self.assertRaises(ControlError) as cm:
+            exp.wait_trials(["nope"], timeout=5)
+        self.assertEqual(cm.exception.code, "not_found")
+
     def test_run_waits_until_done(self):
         self.open_gate("all")
         exp = self.new_experiment(self.config(concurrency=2, max_trials=3))

@@ -538,6 +538,26 @@ class Experiment:
         returns ``{"trial_id", "sequence_id"}``."""
         return self._request("add_trial", parameters)
 
+    def wait_trials(self, trial_ids, timeout=None, poll_interval=0.2):
+        """Waits until every given trial has ended (NNI's ``wait_models``);
+        returns their ``TrialJob``s in the order given. Polls ``GT``; raises
+        TimeoutError after ``timeout`` seconds, ControlError ``not_found`` for
+        an unknown id."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending = list(dict.fromkeys(trial_ids))
+        done = {}
+        while True:
+            for trial_id in list(pending):
+                job = self.get_trial_job(trial_id)
+                if job.status not in ("WAITING", "RUNNING"):
+                    done[trial_id] = job
+                    pending.remove(trial_id)
+            if not pending:
+                return [done[trial_id] for trial_id in trial_ids]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"trials {', '.join(pending)} still running after {timeout} s")
+            time.sleep(poll_interval)
+
     # -------------------------------------------------------------- internals
 
     def _spawn(self, args, debug, timeout, pass_plugins=True):
