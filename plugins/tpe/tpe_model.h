@@ -3,9 +3,10 @@
 // BOHB inside `hyperband`.
 //
 // Univariate (NNI): every parameter is modelled on its own from the trials in
-// which it was active. Multivariate (Optuna's multivariate TPE): the
-// parameters that are always active are modelled jointly, so interactions
-// are learned; parameters under nested choices stay univariate.
+// which it was active. Multivariate (tunehost's default; Optuna's
+// multivariate TPE with a narrower bandwidth): the parameters that are
+// always active are modelled jointly, so interactions are learned;
+// parameters under nested choices stay univariate.
 //
 // Incremental: Add() inserts an observation into per-parameter structures
 // kept sorted by loss and by value; Suggest() reads them without sorting.
@@ -24,14 +25,15 @@
 
 namespace tunehost::plugins::tpe {
 
-// NNI's TpeArguments (defaults as NNI) plus `multivariate`.
+// NNI's TpeArguments (defaults as NNI) plus `multivariate` (on by default:
+// NNI's per-parameter model is `multivariate = false`).
 struct Options {
   double gamma = 0.25;
   int64_t n_startup_jobs = 20;
   int64_t n_ei_candidates = 24;
   int64_t linear_forgetting = 25;
   double prior_weight = 1.0;
-  bool multivariate = false;
+  bool multivariate = true;
 };
 
 class Model {

@@ -60,10 +60,10 @@ TpeTuner::TpeTuner(sdk::HostRef host, const msgpack::object& class_args) : Tuner
   options_.linear_forgetting = tpe.Int("linear_forgetting", 25, 1, 100000000);
   options_.prior_weight = tpe.Number("prior_weight", 1.0, 0.0, 1e9);
   options_.gamma = tpe.Number("gamma", 0.25, 0.0, 1.0, /*min_exclusive=*/true);
-  options_.multivariate = tpe.Bool("multivariate", false);
+  options_.multivariate = tpe.Bool("multivariate", true);
   host.Debug(std::string("tpe: ") + (maximize_ ? "maximize" : "minimize") + ", liar " +
              LiarName(liar_) + ", n_startup_jobs " + std::to_string(options_.n_startup_jobs) +
-             (options_.multivariate ? ", multivariate" : ""));
+             (options_.multivariate ? ", multivariate" : ", univariate (NNI)"));
 }
 
 void TpeTuner::UpdateSearchSpace(const msgpack::object& space) {

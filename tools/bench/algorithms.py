@@ -26,8 +26,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON = "/usr/bin/python3"  # Debian's: the one that has python3-optuna
 OPTIONAL_PLUGINS = ["tpe", "anneal", "evolution"]
-# Quality-run labels and the plugin each needs (tpe-mv is tpe with multivariate).
-QUALITY_TUNERS = [("tpe", "tpe"), ("tpe-mv", "tpe"), ("anneal", "anneal"),
+# Quality-run labels and the plugin each needs (tpe is the default, joint
+# model; tpe-nni is NNI's per-parameter model, multivariate false).
+QUALITY_TUNERS = [("tpe", "tpe"), ("tpe-nni", "tpe"), ("anneal", "anneal"),
                   ("evolution", "evolution"), ("random", "random")]
 FUNCTION_MIN = {"branin": 0.397887, "hartmann6": -3.32237, "rosenbrock4": 0.0, "ackley5": 0.0}
 
@@ -155,6 +156,8 @@ def cost_section(tunehost, optuna, histories, k, optuna_k):
              f"waits for the other processes; for µs-scale rows the CPU clock's own syscall, "
              f"~1 µs, is inside the CPU figure, so read the wall one there); the ratios are "
              f"given for both. "
+             f"tpe = the default (joint model); tpe-nni = NNI's per-parameter model "
+             f"(multivariate false). "
              f"Spaces: cont6 = 6 × uniform[-5,5]; mixed = 2 × loguniform[1e-4,1], "
              f"2 × quniform[1,100,1], 1 × choice of 4 strings, 1 × uniform[0,1].", ""]
     for space in ("cont6", "mixed"):
@@ -162,18 +165,39 @@ def cost_section(tunehost, optuna, histories, k, optuna_k):
         for h in histories:
             tr = get(tunehost, "random", space, h)
             tt = get(tunehost, "tpe", space, h)
+            tn = get(tunehost, "tpe-nni", space, h)
             ot = get(optuna, "tpe", space, h)
             orr = get(optuna, "random", space, h)
             rows.append([h, cell(tt), cell(ot), ratio(ot, tt, "cpu_median_us"),
-                         ratio(ot, tt, "median_us"), cell(tr), cell(orr),
-                         fmt_g(tt and tt["import_ms"])])
+                         ratio(ot, tt, "median_us"), cell(tn), ratio(ot, tn, "cpu_median_us"),
+                         cell(tr), cell(orr), fmt_g(tt and tt["import_ms"])])
         lines += [f"**{space}**", "",
                   table(["H", "tunehost tpe", "Optuna TPE", "Optuna/tunehost (CPU)",
-                         "Optuna/tunehost (wall)", "tunehost random", "Optuna random",
+                         "Optuna/tunehost (wall)", "tunehost tpe-nni",
+                         "Optuna/tpe-nni (CPU)", "tunehost random", "Optuna random",
                          "tpe import ms"], rows), ""]
     if not any(r["tuner"] == "tpe" for r in tunehost):
         lines += ["_tunehost tpe: not built/loaded in this run (see notes on stderr)._", ""]
     return lines
+
+
+def robustness_section(records, seeds, trials):
+    """tunehost's tuners alone over many seeds (cheap in C++): whether a
+    10-seed median ordering holds up."""
+    labels = [label for label, _ in QUALITY_TUNERS if any(r["tuner"] == label for r in records)]
+    functions = list(FUNCTION_MIN)
+    rows = []
+    for label in labels:
+        row = ["tunehost " + label]
+        for fn in functions:
+            rs = [r["regret"] for r in records if r["tuner"] == label and r["function"] == fn
+                  and r["regret"] is not None]
+            row.append(f"{statistics.median(rs):.4g} / {statistics.fmean(rs):.4g}" if rs else "–")
+        rows.append(row)
+    return [f"### 2b. tunehost tuners over {seeds} seeds (median / mean regret, {trials} trials)",
+            "", "Ten seeds are few for a median; Optuna is too slow to run this many in the "
+            "same report, tunehost's tuners are not.", "",
+            table(["tuner"] + functions, rows), ""]
 
 
 def quality_section(tunehost, optuna, seeds, trials):
@@ -205,8 +229,8 @@ def quality_section(tunehost, optuna, seeds, trials):
     lines = ["## 2. Quality: simple regret (median / mean over seeds)", "",
              f"Regret = best value − known minimum after {trials} sequential trials, seeds "
              f"0..{seeds - 1}, all minimized, every dimension uniform. tunehost class_args "
-             f"{{\"optimize_mode\":\"minimize\",\"seed\":s}} (tpe-mv adds "
-             f"{{\"tpe_args\":{{\"multivariate\":true}}}}); Optuna TPESampler(seed=s) defaults, "
+             f"{{\"optimize_mode\":\"minimize\",\"seed\":s}} (tpe-nni adds "
+             f"{{\"tpe_args\":{{\"multivariate\":false}}}}); Optuna TPESampler(seed=s) defaults, "
              f"RandomSampler(seed=s). Lower is better.", "",
              table(header, rows), ""]
 
@@ -333,7 +357,8 @@ def main():
     t = phase("self-checks", t)
 
     available = {"random"} | set(built)
-    cost_tuners = [n for n in ("tpe", "random") if n in available]
+    cost_tuners = [label for label, plugin in (("tpe", "tpe"), ("tpe-nni", "tpe"), ("random", "random"))
+                   if plugin in available]
     quality_tuners = [label for label, plugin in QUALITY_TUNERS if plugin in available]
 
     tunehost_cost = json_lines(run([algo, "--cost", "--plugins", plugins, "--tuners",
@@ -346,6 +371,10 @@ def main():
     tunehost_quality = json_lines(run([algo, "--quality", "--plugins", plugins, "--tuners",
                                        ",".join(quality_tuners), "--seeds", str(seeds),
                                        "--trials", str(trials)]).stdout)
+    many_seeds = 30 if args.quick else 100
+    tunehost_many = json_lines(run([algo, "--quality", "--plugins", plugins, "--tuners",
+                                    ",".join(quality_tuners), "--seeds", str(many_seeds),
+                                    "--trials", str(trials)]).stdout)
     t = phase("tunehost quality", t)
     optuna_quality = json_lines(run([PYTHON, optuna_py, "--quality", "--seeds", str(seeds),
                                      "--trials", str(trials)]).stdout)
@@ -366,6 +395,7 @@ def main():
            f"{', '.join(built) if built else 'none'}.", ""]
     out += cost_section(tunehost_cost, optuna_cost, histories, k, optuna_k)
     out += quality_section(tunehost_quality, optuna_quality, seeds, trials)
+    out += robustness_section(tunehost_many, many_seeds, trials)
     out += host_section(host.stdout or "", host_ok, host_args, tunehost_cost, optuna_cost,
                         histories)
     out += ["## Run time", "",
