@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tunehost/sdk/cpp/seen.h"
 
 namespace tunehost::sdk {
 namespace {
@@ -355,6 +359,79 @@ TEST(SearchSpaceTest, FiniteSpaceCanBeEnumerated) {
   std::set<std::string> drawn;
   for (const json& p : Draw(space, 2000)) drawn.insert(p.dump());
   EXPECT_EQ(drawn, all);
+}
+
+// SeenConfigurations::FindUnseen, called as the tuners do (record what it
+// returns): every configuration not seen yet comes out exactly once, then
+// "exhausted"; configurations recorded meanwhile by other means are skipped.
+TEST(SearchSpaceTest, FindUnseenReturnsEachUnseenConfigurationOnceThenExhausted) {
+  SearchSpace space = ParseJson(R"({
+    "c": {"_type": "choice", "_value": ["x", "y", "z", "w"]},
+    "k": {"_type": "randint", "_value": [0, 50]}})");
+  ASSERT_EQ(space.CountConfigurations(), std::optional<uint64_t>(200));
+  SeenConfigurations seen;
+  std::mt19937_64 rng(5);
+  std::set<std::string> unseen;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const Assignment a = space.ConfigurationAt(i);
+    if (i % 7 == 3 || i % 11 == 0) {
+      unseen.insert(SeenConfigurations::KeyOf(space, a));
+    } else {
+      ASSERT_TRUE(seen.Insert(space, a));
+    }
+  }
+  std::set<std::string> found, recorded_elsewhere;
+  for (int call = 0;; ++call) {
+    ASSERT_LT(call, 1000);
+    bool exhausted = true;
+    std::optional<Assignment> a = seen.FindUnseen(space, rng, &exhausted);
+    if (!a) {
+      EXPECT_TRUE(exhausted);
+      break;
+    }
+    EXPECT_FALSE(exhausted);
+    const std::string key = SeenConfigurations::KeyOf(space, *a);
+    EXPECT_TRUE(found.insert(key).second) << "returned twice: " << key;
+    EXPECT_TRUE(unseen.count(key)) << "was seen already: " << key;
+    ASSERT_TRUE(seen.Insert(space, *a));
+    if (call == 3) {  // something else records two of the rest
+      for (const std::string& k : unseen) {
+        if (recorded_elsewhere.size() < 2 && !found.count(k)) {
+          recorded_elsewhere.insert(k);
+          ASSERT_TRUE(seen.Insert(k));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(found.size() + recorded_elsewhere.size(), unseen.size());
+  for (const std::string& k : recorded_elsewhere) EXPECT_FALSE(found.count(k)) << k;
+  EXPECT_EQ(seen.size(), 200u);
+  bool exhausted = false;
+  EXPECT_FALSE(seen.FindUnseen(space, rng, &exhausted));
+  EXPECT_TRUE(exhausted) << "an exhausted space stays exhausted";
+}
+
+// The walk position is a cache keyed by the space's address and size; a
+// different space at the same address with the same size must still have
+// its unseen configuration found, not be reported exhausted.
+TEST(SearchSpaceTest, FindUnseenSurvivesAStaleWalk) {
+  std::optional<SearchSpace> space;
+  space.emplace(ParseJson(R"({"k": {"_type": "randint", "_value": [0, 10]}})"));
+  SeenConfigurations seen;
+  std::mt19937_64 rng(1);
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(seen.Insert(*space, space->ConfigurationAt(i)));
+  bool exhausted = false;
+  ASSERT_FALSE(seen.FindUnseen(*space, rng, &exhausted));  // walks every position
+  ASSERT_TRUE(exhausted);
+  space.emplace(ParseJson(R"({"k": {"_type": "randint", "_value": [100, 110]}})"));
+  ASSERT_EQ(space->CountConfigurations(), std::optional<uint64_t>(10));
+  // Everything of the new space but its first configuration is seen.
+  for (uint64_t i = 1; i < 10; ++i) ASSERT_TRUE(seen.Insert(*space, space->ConfigurationAt(i)));
+  std::optional<Assignment> b = seen.FindUnseen(*space, rng, &exhausted);
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(exhausted);
+  EXPECT_EQ(SeenConfigurations::KeyOf(*space, *b),
+            SeenConfigurations::KeyOf(*space, space->ConfigurationAt(0)));
 }
 
 struct BadSpace {

@@ -46,21 +46,40 @@ class SeenConfigurations {
     return keys_.count(KeyOf(space, a)) != 0;
   }
   size_t size() const { return keys_.size(); }
-  void clear() { keys_.clear(); }
+  void clear() {
+    keys_.clear();
+    walk_ = Walk{};
+  }
 
   // A configuration not seen yet, found by walking a finite space from a
   // random start; nullopt when every configuration was seen, or when the space
   // is infinite or larger than kMaxEnumeration (then a caller draws again).
   // *exhausted is set when the space is finite, walkable and fully seen.
+  //
+  // The walk resumes where the previous call stopped: the positions it passed
+  // were seen and stay seen (the set only grows), so the calls of a whole
+  // experiment cost O(configurations) together, not each. Before it says
+  // "exhausted" it checks every configuration once more from scratch, so a
+  // stale position (a different space with the same count) can only change
+  // which unseen configuration is returned, never hide one.
   std::optional<Assignment> FindUnseen(const SearchSpace& space, std::mt19937_64& rng,
                                        bool* exhausted = nullptr) const {
     if (exhausted != nullptr) *exhausted = false;
     std::optional<uint64_t> count = space.CountConfigurations();
     if (!count || *count > kMaxEnumeration || *count == 0) return std::nullopt;
-    const uint64_t start = UniformIndex(rng, *count);
+    if (walk_.space != &space || walk_.count != *count) {
+      walk_ = Walk{&space, *count, UniformIndex(rng, *count), 0};
+    }
+    for (; walk_.passed < *count; ++walk_.passed) {
+      Assignment a = space.ConfigurationAt((walk_.start + walk_.passed) % *count);
+      if (!Contains(space, a)) return a;  // the caller records it; the next call passes it
+    }
     for (uint64_t k = 0; k < *count; ++k) {
-      Assignment a = space.ConfigurationAt((start + k) % *count);
-      if (!Contains(space, a)) return a;
+      Assignment a = space.ConfigurationAt(k);
+      if (!Contains(space, a)) {
+        walk_ = Walk{&space, *count, k, 0};
+        return a;
+      }
     }
     if (exhausted != nullptr) *exhausted = true;
     return std::nullopt;
@@ -91,11 +110,22 @@ class SeenConfigurations {
       keys.emplace(k.via.bin.ptr, k.via.bin.size);
     }
     keys_ = std::move(keys);
+    walk_ = Walk{};
     return true;
   }
 
  private:
+  // Where FindUnseen stopped: positions start, start+1, ... (mod count) of
+  // `space`, `passed` of them seen. A cache, not state: never saved.
+  struct Walk {
+    const SearchSpace* space = nullptr;
+    uint64_t count = 0;
+    uint64_t start = 0;
+    uint64_t passed = 0;
+  };
+
   std::unordered_set<std::string> keys_;
+  mutable Walk walk_;
 };
 
 }  // namespace tunehost::sdk
