@@ -476,6 +476,62 @@ TEST_F(WorkerTest, KillEscalatesToSigkillAfterGrace) {
   EXPECT_NE(end->error.find("killed by signal 9"), std::string::npos) << end->error;
 }
 
+// A trial that exited with results the host never acknowledges (the host
+// superseded that attempt) ends when the host kills it: the worker drops
+// those results instead of resending them forever.
+TEST_F(WorkerTest, KillOfAnExitedTrialDropsItsUnacknowledgedResultsAndEndsIt) {
+  StartWorker("echo '{\"type\": \"FINAL\", \"value\": 1}' >&\"$TUNEHOST_METRIC_FD\"");
+  host_.Offer(MakeJob("x1", 2));
+  ASSERT_TRUE(AwaitStarted("x1"));
+  auto first = host_.Await<ReportMetricData>();
+  ASSERT_TRUE(first);
+  auto resent = host_.Await<ReportMetricData>(
+      [&](const ReportMetricData& me) { return me.sequence == first->sequence; });
+  ASSERT_TRUE(resent) << "an unacknowledged result is resent";
+  for (const Message& m : host_.log()) {
+    ASSERT_FALSE(std::holds_alternative<TrialEnd>(m.body)) << "EN before its results were acked";
+  }
+  host_.Publish("worker." + id_ + ".", KillTrialJob{"x1", 2, "superseded"});
+  auto end = AwaitEnd("x1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->attempt, 2u);
+  EXPECT_EQ(end->status, TrialStatus::kSucceeded) << "it exited 0 before the KI";
+  host_.Forget();
+  auto hb = host_.Await<Heartbeat>();
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->free_slots, 1u);
+}
+
+// An orphaned worker adopted by a host that then goes away too: its results
+// stay unacknowledged, and after --orphan-timeout-ms it stops and exits
+// instead of resending them forever.
+TEST_F(WorkerTest, AdoptedOrphanWhoseResultsAreNeverAcknowledgedExits) {
+  const pid_t fake_host = ::fork();
+  ASSERT_GE(fake_host, 0);
+  if (fake_host == 0) {
+    ::pause();
+    _exit(0);
+  }
+  StartWorker("echo '{\"type\": \"FINAL\", \"value\": 1}' >&3; sleep 60",
+              {"--orphan-timeout-ms", "1500", "--host-pid", std::to_string(fake_host)});
+  host_.Offer(MakeJob("o1"));
+  ASSERT_TRUE(AwaitStarted("o1"));
+  ASSERT_TRUE(host_.Await<ReportMetricData>());
+  ::kill(fake_host, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(fake_host, &status, 0), fake_host);
+  // A resumed host adopts the orphan (HR), then never acknowledges anything.
+  host_.Publish("worker.*", HelloRequest{});
+  auto hello = host_.Await<WorkerHello>(
+      [](const WorkerHello& h) { return h.slots == 1 && h.running.size() == 1; });
+  ASSERT_TRUE(hello) << "the orphan answers the adopting host";
+  ASSERT_TRUE(WaitExit(kTimeout, &status)) << "the adopted orphan did not give up";
+  EXPECT_TRUE(WIFEXITED(status)) << "status " << status;
+  auto end = AwaitEnd("o1");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kUserCanceled);
+}
+
 TEST_F(WorkerTest, HelloRequestIsAnsweredWithHello) {
   StartWorker("sleep 60");
   host_.Offer(MakeJob("h1", 3));

@@ -258,7 +258,15 @@ void Worker::OnKill(const protocol::KillTrialJob& kill) {
     return;
   }
   if (trial->process->exited()) {
-    spdlog::info("KI for {}#{} ignored: already exited", kill.trial_id, kill.attempt);
+    // Its end waits for acknowledgements the host, which no longer wants
+    // this attempt, may never send: drop them and end it now.
+    if (!trial->pending.empty()) {
+      spdlog::info("KI for {}#{}: already exited, dropping {} unacknowledged result(s)",
+                   kill.trial_id, kill.attempt, trial->pending.size());
+      trial->pending.clear();
+    } else {
+      spdlog::info("KI for {}#{} ignored: already exited", kill.trial_id, kill.attempt);
+    }
     return;
   }
   RequestKill(trial,
@@ -312,7 +320,8 @@ void Worker::OnMetricLines(Trial* trial, const std::vector<std::string>& lines, 
     message.body = protocol::ReportMetricData{
         trial->job.trial_id,     trial->job.attempt, trial->job.parameter_id, metric.type, sequence,
         std::move(metric.value), options_.id};
-    PendingMetric pending{protocol::Encode(message), Clock::now()};
+    const auto now = Clock::now();
+    PendingMetric pending{protocol::Encode(message), now, now};
     SendBytes(pending.bytes);
     trial->pending[sequence] = std::move(pending);
   }
@@ -369,7 +378,21 @@ void Worker::CheckOrphaned(Clock::time_point now) {
     spdlog::warn("no host took this orphaned worker's trials within {} ms: stopping them",
                  options_.orphan_timeout.count());
     BeginShutdown();
+  } else if (const auto oldest = OldestUnacknowledged();
+             oldest != Clock::time_point::max() && now - oldest >= options_.orphan_timeout) {
+    spdlog::warn("no host acknowledged this orphaned worker's results for {} ms: stopping its "
+                 "trials",
+                 options_.orphan_timeout.count());
+    BeginShutdown();
   }
+}
+
+Worker::Clock::time_point Worker::OldestUnacknowledged() const {
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const auto& t : trials_) {
+    for (const auto& [seq, p] : t->pending) oldest = std::min(oldest, p.first_sent);
+  }
+  return oldest;
 }
 
 void Worker::ReapAndFinish(bool force) {

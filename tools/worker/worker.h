@@ -36,7 +36,9 @@ struct WorkerOptions {
   // (its host was killed), the worker takes no new trials, keeps running and
   // reporting the ones it has to whatever host serves the endpoints (a
   // resumed host re-attaches them) and exits once they are done; if no host
-  // asks for it (HR) within this time, it stops its trials and exits.
+  // asks for it (HR) within this time, it stops its trials and exits. An
+  // orphan also gives up, adopted or not, when a result of its trials stays
+  // unacknowledged this long (the host that adopted it is gone too).
   std::chrono::milliseconds orphan_timeout{0};
   // The process whose exit makes the worker an orphan; 0: its parent when it
   // starts (a host that died while the worker started is then missed).
@@ -59,6 +61,7 @@ class Worker {
 
   struct PendingMetric {
     std::string bytes;  // the encoded ME, resent verbatim
+    Clock::time_point first_sent;
     Clock::time_point last_sent;
   };
 
@@ -98,6 +101,8 @@ class Worker {
   std::vector<protocol::RunningTrial> RunningTrials() const;
   uint32_t FreeSlots() const;
   Trial* FindTrial(const std::string& trial_id, uint32_t attempt);
+  // When the oldest unacknowledged result was first sent (max: none).
+  Clock::time_point OldestUnacknowledged() const;
 
   WorkerOptions options_;
   int wake_fd_;
