@@ -187,17 +187,30 @@ def robustness_section(records, seeds, trials):
     labels = [label for label, _ in QUALITY_TUNERS if any(r["tuner"] == label for r in records)]
     functions = list(FUNCTION_MIN)
     rows = []
+    med = {}
     for label in labels:
         row = ["tunehost " + label]
         for fn in functions:
             rs = [r["regret"] for r in records if r["tuner"] == label and r["function"] == fn
                   and r["regret"] is not None]
+            if rs:
+                med[(label, fn)] = statistics.median(rs)
             row.append(f"{statistics.median(rs):.4g} / {statistics.fmean(rs):.4g}" if rs else "–")
         rows.append(row)
+    verdicts = []
+    for fn in functions:
+        rnd = med.get(("random", fn))
+        if rnd is None:
+            continue
+        losers = [f"{t} {med[(t, fn)]:.4g}" for t in labels
+                  if t != "random" and (t, fn) in med and med[(t, fn)] >= rnd]
+        verdicts.append(f"- **{fn}** over {seeds} seeds: every tunehost tuner beats tunehost "
+                        f"random on median: " + ("yes" if not losers else
+                                                 f"NO ({', '.join(losers)} vs {rnd:.4g})") + ".")
     return [f"### 2b. tunehost tuners over {seeds} seeds (median / mean regret, {trials} trials)",
             "", "Ten seeds are few for a median; Optuna is too slow to run this many in the "
             "same report, tunehost's tuners are not.", "",
-            table(["tuner"] + functions, rows), ""]
+            table(["tuner"] + functions, rows), ""] + verdicts + [""]
 
 
 def quality_section(tunehost, optuna, seeds, trials):
