@@ -436,9 +436,9 @@ struct Model::Impl {
   // Scott's rule, kJointBandwidth * prior sigma * n^(-1/(d+4)), never below
   // sigma / 100. Optuna's multivariate TPE uses 0.2 (its source calls the
   // constant possibly not optimal); 0.05 was measured on the benchmark
-  // functions at 100 and 300 trials (0.2 wide enough to stay near random
-  // with 100 trials; data-scaled bandwidths collapse onto the first good
-  // points).
+  // functions at 100 and 300 trials (with 0.2 the joint model is only about
+  // level with Optuna's univariate TPE at 100 trials; data-scaled bandwidths
+  // collapse onto the first good points).
   double JointBandwidth(const sdk::Parameter& p, size_t count) const {
     const double dims = static_cast<double>(joint.size());
     const double scale = PriorOf(p).sigma;

@@ -524,7 +524,7 @@ TEST(TpeTest, MultivariateConcentratesOnAJointOptimum) {
 // The default (joint) model on Hartmann6, the benchmark's 6-D function:
 // after 100 trials its median regret is far below random search's (about
 // 1.1 over 100 trials) and below NNI's per-parameter model. Regret < 0.15
-// needs the narrow joint bandwidth: with Optuna's factor 0.2 it is about 0.24.
+// needs the narrow joint bandwidth: with Optuna's factor 0.2 it is about 0.22.
 TEST(TpeTest, DefaultModelFindsTheHartmann6Optimum) {
   static const double kA[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
                                   {0.05, 10, 17, 0.1, 8, 14},
