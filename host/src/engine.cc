@@ -57,6 +57,15 @@ void ParameterIdPool::StartAt(int64_t next) {
   next_ = std::max(next_, next);
 }
 
+void Trial::NextAttempt() {
+  ++attempt;
+  periodical.clear();
+  final_metric.reset();
+  final_synthesized = false;
+  assessor_stopped = false;
+  missed_heartbeats = 0;
+}
+
 Engine::Engine(EngineOptions options, EngineSink* sink)
     : options_(std::move(options)), sink_(sink) {
   if (options_.concurrency == 0) options_.concurrency = 1;
@@ -93,7 +102,13 @@ void Engine::Stop(std::string_view reason) {
   for (const std::string& id : open) {
     Trial& t = trials_.at(id);
     if (t.state == TrialState::kRunning) Kill(t, reason);
-    EndTrial(t, p::TrialStatus::kUserCanceled, "experiment stopped", now);
+    if (t.final_metric) {
+      // It reported its FINAL; only its EN is missing. A trial whose FINAL
+      // is stored is never run again, not even by a resume.
+      EndTrial(t, p::TrialStatus::kSucceeded, "", now);
+    } else {
+      EndTrial(t, p::TrialStatus::kUserCanceled, "experiment stopped", now);
+    }
   }
 }
 
@@ -112,7 +127,7 @@ bool Engine::finished() const {
     case ExperimentStatus::kStopped:
       return true;
     case ExperimentStatus::kError:
-      return ActiveCount() == 0;
+      return ActiveCount() == 0 && external_running_ == 0;
     default:
       return false;
   }
@@ -155,12 +170,13 @@ Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Pack
   t.source = source;
   t.parameters = std::move(parameters);
   t.offered_at = now;
+  ++stats_.created;  // every trial counts against max_trials, external ones too
   if (source != p::ParameterSource::kExternal) {
-    ++stats_.created;
     waiting_.push_back(t.id);
   } else {
     t.state = TrialState::kRunning;  // run by the client that asked for it
     t.started_at = now;
+    ++external_running_;
   }
   quiet_ = false;
   sink_->TrialChanged(t, "created", p::ToString(source));
@@ -184,9 +200,42 @@ const Trial& Engine::AddCustomized(p::Packed parameters, Clock::time_point now) 
   return t;
 }
 
-const Trial& Engine::AddExternal(int64_t parameter_id, p::Packed parameters,
-                                 Clock::time_point now) {
-  return NewTrial(parameter_id, p::ParameterSource::kExternal, std::move(parameters), now);
+Status Engine::ReserveExternal(uint32_t count, Clock::time_point now, std::vector<int64_t>* ids) {
+  ids->clear();
+  switch (status_) {
+    case ExperimentStatus::kRunning:
+    case ExperimentStatus::kTunerNoMoreTrial:
+    case ExperimentStatus::kNoMoreTrial:
+      break;
+    default:
+      return Status::BadState("experiment is " + std::string(ToString(status_)) +
+                              ": it takes no new trials");
+  }
+  size_t n = count;
+  if (options_.max_duration.count() > 0 && now - started_ >= options_.max_duration) n = 0;
+  if (options_.max_trials != 0) {
+    const uint64_t used = stats_.created + inflight_ids_ + credited_.size();
+    n = std::min<uint64_t>(n, used >= options_.max_trials ? 0 : options_.max_trials - used);
+  }
+  if (n == 0) return Status::Ok();
+  inflight_ids_ += n;  // held against the budget until the tuner answers
+  *ids = ids_.Allocate(n);
+  return Status::Ok();
+}
+
+std::vector<const Trial*> Engine::OnExternalParameters(
+    const std::vector<int64_t>& ids, std::vector<std::pair<int64_t, p::Packed>> params,
+    Clock::time_point now) {
+  inflight_ids_ -= std::min(inflight_ids_, ids.size());
+  std::vector<const Trial*> created;
+  for (auto& [id, packed] : params) {
+    if (!ids_.Claim(id)) continue;
+    created.push_back(&NewTrial(id, p::ParameterSource::kExternal, std::move(packed), now));
+  }
+  // A client asked now; ids the tuner did not answer are not credits.
+  for (int64_t id : ids) ids_.Revoke(id);
+  Pump(now);
+  return created;
 }
 
 Engine::Worker* Engine::Seen(const std::string& worker_id, Clock::time_point now) {
@@ -264,10 +313,9 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
   }
   for (const std::string& id : lost) {
     Trial& t = trials_.at(id);
-    spdlog::warn("worker {} no longer runs trial {} attempt {}: re-offering", w.id, t.id,
-                 t.attempt);
-    Kill(t, "superseded");
-    Requeue(t, /*new_attempt=*/true, "lost by its worker");
+    spdlog::warn("worker {} no longer runs trial {} attempt {}", w.id, t.id, t.attempt);
+    if (!t.final_metric) Kill(t, "superseded");
+    WorkerLost(t, "lost by its worker", now);
   }
 }
 
@@ -322,19 +370,33 @@ void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
 }
 
 void Engine::OnBye(const p::WorkerBye& m, Clock::time_point now) {
-  (void)now;
-  DropWorker(m.worker_id, "said goodbye");
+  DropWorker(m.worker_id, "said goodbye", now);
   Pump(now);
 }
 
-void Engine::DropWorker(const std::string& worker_id, std::string_view why) {
+void Engine::DropWorker(const std::string& worker_id, std::string_view why,
+                        Clock::time_point now) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   std::vector<std::string> running(it->second.running.begin(), it->second.running.end());
   std::sort(running.begin(), running.end());
-  spdlog::warn("worker {} {}: re-offering {} running trial(s)", worker_id, why, running.size());
-  for (const std::string& id : running) Requeue(trials_.at(id), /*new_attempt=*/true, why);
+  spdlog::warn("worker {} {}: {} running trial(s) lost", worker_id, why, running.size());
+  for (const std::string& id : running) WorkerLost(trials_.at(id), why, now);
   workers_.erase(worker_id);
+}
+
+void Engine::WorkerLost(Trial& t, std::string_view why, Clock::time_point now) {
+  if (t.final_metric) {
+    // Its FINAL is stored and acknowledged: the trial finished, only its EN
+    // is missing. A trial whose FINAL is stored never runs again
+    // (wire-format.md §5.3).
+    spdlog::info("trial {} attempt {} lost its worker ({}) after reporting its final result: "
+                 "SUCCEEDED",
+                 t.id, t.attempt, why);
+    EndTrial(t, p::TrialStatus::kSucceeded, "", now);
+    return;
+  }
+  Requeue(t, /*new_attempt=*/true, why);
 }
 
 void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
@@ -350,8 +412,9 @@ void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
   t.state = TrialState::kWaiting;
   t.worker_id.clear();
   t.kill_sent = false;
+  t.awaiting_reattach = false;
   if (new_attempt) {
-    ++t.attempt;
+    t.NextAttempt();
     ++stats_.reoffers;
     spdlog::info("trial {} re-offered as attempt {}: {}", t.id, t.attempt, why);
   }
@@ -495,7 +558,11 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
   if (t.state == TrialState::kRunning) {
     auto w = workers_.find(t.worker_id);
     if (w != workers_.end()) w->second.running.erase(t.id);
-    if (t.source != p::ParameterSource::kExternal) --running_;
+    if (t.source != p::ParameterSource::kExternal) {
+      --running_;
+    } else {
+      --external_running_;
+    }
   } else if (t.state == TrialState::kOffered) {
     offered_.erase(t.id);
   } else if (t.state == TrialState::kWaiting) {
@@ -620,17 +687,13 @@ void Engine::Tick(Clock::time_point now) {
   }
   std::sort(expired.begin(), expired.end());
   for (const std::string& id : expired) {
+    // A restored trial whose worker did not come back, or an offer nobody
+    // answered; one that already reported its FINAL (its worker ran it and
+    // the EN died with the old host, or its TS was lost) finished.
     Trial& t = trials_.at(id);
-    if (t.awaiting_reattach && t.final_metric) {
-      // It ran to its FINAL before the restart and its worker is gone (its
-      // EN may have died with the old host): it finished, do not run it again.
-      spdlog::info("trial {} did not re-attach but had reported its final result: SUCCEEDED",
-                   t.id);
-      EndTrial(t, p::TrialStatus::kSucceeded, "", now);
-      continue;
-    }
-    t.awaiting_reattach = false;
-    Requeue(t, /*new_attempt=*/true, "offer not answered in time");
+    WorkerLost(t, t.awaiting_reattach ? "its worker did not re-attach"
+                                      : "offer not answered in time",
+               now);
   }
   // Workers gone silent (Paranoid Pirate liveness).
   auto deadline = options_.heartbeat_interval * options_.liveness;
@@ -639,7 +702,7 @@ void Engine::Tick(Clock::time_point now) {
     if (now - w.last_seen > deadline) dead.push_back(id);
   }
   std::sort(dead.begin(), dead.end());
-  for (const std::string& id : dead) DropWorker(id, "missed heartbeats");
+  for (const std::string& id : dead) DropWorker(id, "missed heartbeats", now);
   Pump(now);
 }
 
@@ -704,7 +767,9 @@ void Engine::UpdateStatus(Clock::time_point now) {
       status_ == ExperimentStatus::kViewed) {
     return;
   }
-  bool idle = ActiveCount() == 0 && inflight_ids_ == 0;
+  // Trials a client runs itself (GE) are part of the experiment: it is not
+  // DONE while one runs.
+  bool idle = ActiveCount() == 0 && inflight_ids_ == 0 && external_running_ == 0;
   if (idle && (!credited_.empty() || !quiet_)) {
     // The tuner may still send trials for its credits from a call not yet
     // run, or have sent one whose completion has not reached us: decide DONE
@@ -731,14 +796,17 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
   const std::string id = t.id;
   Trial& r = trials_[id] = std::move(t);
   next_sequence_ = std::max(next_sequence_, r.sequence_id + 1);
-  if (r.source != p::ParameterSource::kExternal) ++stats_.created;
+  ++stats_.created;
   switch (r.state) {
     case TrialState::kEnded:
       ended_order_.push_back(id);
       for (auto& m : middleware_) m->OnEnded(r);
       break;
     case TrialState::kRunning:
-      if (r.source == p::ParameterSource::kExternal) break;  // its client reports it
+      if (r.source == p::ParameterSource::kExternal) {  // its client reports it
+        ++external_running_;
+        break;
+      }
       // Its worker may still run it: hold it as an offer whose lease ends
       // after the grace period. A worker that re-announces it (WH after our
       // HR) takes it back; otherwise it is re-offered with a new attempt.

@@ -276,9 +276,19 @@ class Server::Impl final : public EngineSink {
         t.status.reset();
         t.error.clear();
         t.worker_id.clear();
-        ++t.attempt;
+        t.NextAttempt();
         t.source = p::ParameterSource::kResumed;
         TrialChanged(t, "requeued", "experiment resumed");
+      } else if (resume && t.state == TrialState::kWaiting) {
+        // Its last offer may still be in a worker's hands (answered after
+        // the host died, or queued in a socket); offers are not written to
+        // the store before they are sent, so any trial that was not running
+        // may have one out. That attempt is never run again: a new one is
+        // (wire-format.md §5.3), and a worker that announces the old one is
+        // told it is superseded.
+        t.worker_id.clear();
+        t.NextAttempt();
+        TrialChanged(t, "requeued", "host restarted: an offer may be out");
       }
       engine_.Restore(std::move(t), now, grace);
     }
@@ -517,6 +527,9 @@ class Server::Impl final : public EngineSink {
     store_->PutTrial(t, event == "created" ? now : 0, started ? now : 0, ended ? now : 0,
                      ended ? static_cast<int64_t>(engine_.ended_order().size()) - 1 : -1);
     store_->AddTrialEvent(t.id, event, t.attempt, t.worker_id, detail);
+    // Earlier attempts' results stay in the store for the record, marked
+    // superseded; nothing reads them back into a trial (wire-format.md §5.3).
+    if (event == "requeued") store_->SupersedeMetrics(t.id, t.attempt);
   }
 
   void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override {
@@ -988,36 +1001,51 @@ class Server::Impl final : public EngineSink {
     });
   }
 
+  // GE: trials the client runs itself, within the trial budget (§4.2).
   void HandleRequestTrialJobs(const Peer& peer, uint32_t count) {
-    std::vector<int64_t> ids = engine_.ids().Allocate(count);
-    tuner_strand_->Post([this, peer, ids] {
+    std::vector<int64_t> ids;
+    Status st = engine_.ReserveExternal(count, Clock::now(), &ids);
+    if (!st.ok()) {
+      Reply(peer, st);
+      return;
+    }
+    auto answer = [this, peer, count](const std::vector<p::NewTrialJob>& jobs, bool no_more) {
+      msgpack::sbuffer b;
+      Packer pk(b);
+      pk.pack_map(2);
+      PackStr(pk, "trials");
+      pk.pack_array(static_cast<uint32_t>(jobs.size()));
+      for (const auto& job : jobs) PackBody(pk, job);
+      PackStr(pk, "no_more");
+      pk.pack(no_more || jobs.size() < count);
+      if (jobs.size() < count) {
+        Publish(p::NoMoreTrialJobs{count, static_cast<uint32_t>(jobs.size())});
+      }
+      // The reply names trials the store must hold first.
+      AfterCommit([this, peer, data = ToPacked(b)] { ReplyOk(peer, data); });
+    };
+    if (ids.empty()) {  // the budget is used up
+      answer({}, true);
+      return;
+    }
+    tuner_strand_->Post([this, peer, ids, answer] {
       std::vector<std::pair<int64_t, p::Packed>> out;
       bool no_more = false;
       Status st = tuner_->Generate(ids, &out, &no_more);
-      Complete([this, peer, ids, out = std::move(out), no_more, st]() mutable {
+      Complete([this, peer, ids, answer, out = std::move(out), no_more, st]() mutable {
         if (!st.ok()) {
           PluginFailed("tuner", st);
-          Reply(peer, st);
+          out.clear();
+        }
+        std::vector<p::NewTrialJob> jobs;
+        for (const Trial* t : engine_.OnExternalParameters(ids, std::move(out), Clock::now())) {
+          jobs.push_back(engine_.JobFor(*t));
+        }
+        if (!st.ok() && jobs.empty()) {
+          Reply(peer, st);  // nothing to hand out: the client gets the plugin's error
           return;
         }
-        msgpack::sbuffer b;
-        Packer pk(b);
-        std::vector<p::NewTrialJob> jobs;
-        for (auto& [id, params] : out) {
-          if (!engine_.ids().Claim(id)) continue;
-          jobs.push_back(engine_.JobFor(engine_.AddExternal(id, std::move(params), Clock::now())));
-        }
-        pk.pack_map(2);
-        PackStr(pk, "trials");
-        pk.pack_array(static_cast<uint32_t>(jobs.size()));
-        for (auto& job : jobs) PackBody(pk, job);
-        PackStr(pk, "no_more");
-        pk.pack(no_more || jobs.size() < ids.size());
-        if (jobs.size() < ids.size()) {
-          Publish(p::NoMoreTrialJobs{static_cast<uint32_t>(ids.size()),
-                                     static_cast<uint32_t>(jobs.size())});
-        }
-        ReplyOk(peer, ToPacked(b));
+        answer(jobs, no_more);
       });
     });
   }

@@ -51,16 +51,32 @@ CREATE TABLE checkpoints(kind TEXT PRIMARY KEY, plugin TEXT NOT NULL, state BLOB
 CREATE TABLE imports(result_order INTEGER PRIMARY KEY, records BLOB NOT NULL, at REAL NOT NULL);
 )sql";
 
+// Version 2: a trial's metrics are kept per attempt; the rows of attempts
+// that were superseded stay, marked (wire-format.md §5.3).
+constexpr const char* kSchemaV1ToV2 = R"sql(
+CREATE TABLE metrics_v2(trial_id TEXT NOT NULL, attempt INTEGER NOT NULL, type TEXT NOT NULL,
+                        sequence INTEGER NOT NULL, value BLOB NOT NULL, scalar REAL,
+                        at REAL NOT NULL, superseded INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY(trial_id, attempt, type, sequence)) WITHOUT ROWID;
+INSERT INTO metrics_v2(trial_id, attempt, type, sequence, value, scalar, at, superseded)
+  SELECT m.trial_id, m.attempt, m.type, m.sequence, m.value, m.scalar, m.at,
+         CASE WHEN t.attempt IS NOT NULL AND m.attempt < t.attempt THEN 1 ELSE 0 END
+  FROM metrics m LEFT JOIN trials t ON t.trial_id = m.trial_id;
+DROP TABLE metrics;
+ALTER TABLE metrics_v2 RENAME TO metrics;
+)sql";
+
 constexpr const char* kMigrations[] = {
-    kSchemaV1,  // 0 -> 1
+    kSchemaV1,      // 0 -> 1
+    kSchemaV1ToV2,  // 1 -> 2
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 
 std::string_view StateName(TrialState s) {
   switch (s) {
-    case TrialState::kWaiting:
-    case TrialState::kOffered: return "WAITING";
+    case TrialState::kWaiting: return "WAITING";
+    case TrialState::kOffered: return "OFFERED";
     case TrialState::kRunning: return "RUNNING";
     case TrialState::kEnded: return "ENDED";
   }
@@ -334,6 +350,17 @@ void Store::PutMetric(const std::string& trial_id, const p::ReportMetricData& m)
   Step(st, "metric");
 }
 
+void Store::SupersedeMetrics(const std::string& trial_id, uint32_t current_attempt) {
+  Begin();
+  sqlite3_stmt* st = Prepare(
+      "UPDATE metrics SET superseded = 1 WHERE trial_id = ?1 AND attempt < ?2 AND "
+      "superseded = 0");
+  if (st == nullptr) return Fail("supersede metrics");
+  BindText(st, 1, trial_id);
+  sqlite3_bind_int64(st, 2, current_attempt);
+  Step(st, "supersede metrics");
+}
+
 void Store::SetResultOrder(const std::string& trial_id, int64_t order) {
   Begin();
   sqlite3_stmt* st =
@@ -455,7 +482,12 @@ FROM trials ORDER BY sequence_id)sql");
     out->push_back(std::move(t));
   }
   sqlite3_reset(st);
-  sqlite3_stmt* ms = Prepare("SELECT trial_id, type, sequence, value, scalar FROM metrics");
+  // A trial's metrics are its current attempt's (external trials: whatever
+  // their client sent).
+  sqlite3_stmt* ms = Prepare(R"sql(
+SELECT m.trial_id, m.type, m.sequence, m.value, m.scalar FROM metrics m
+JOIN trials t ON t.trial_id = m.trial_id
+WHERE m.superseded = 0 AND (m.attempt = t.attempt OR t.source = 'external'))sql");
   if (ms == nullptr) return Status::Internal("store " + file_.string() + ": cannot read metrics");
   while (sqlite3_step(ms) == SQLITE_ROW) {
     auto it = index.find(Column(ms, 0));

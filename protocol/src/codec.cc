@@ -11,6 +11,8 @@
 
 #include <msgpack.hpp>
 
+#include "tunehost/protocol/limits.h"
+
 namespace tunehost::protocol {
 
 namespace {
@@ -473,6 +475,17 @@ class Fields {
  public:
   Fields(const msgpack::object& map, std::string prefix) : map_(map), prefix_(std::move(prefix)) {}
 
+  // Whether the key is present at all (nil included).
+  bool Has(std::string_view key) const {
+    for (uint32_t i = 0; i < map_.via.map.size; ++i) {
+      const auto& kv = map_.via.map.ptr[i];
+      if (kv.key.type == msgpack::type::STR &&
+          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key) {
+        return true;
+      }
+    }
+    return false;
+  }
   // nullptr when absent or nil.
   const msgpack::object* Find(std::string_view key) const {
     for (uint32_t i = 0; i < map_.via.map.size; ++i) {
@@ -495,27 +508,43 @@ class Fields {
     return Status::BadField(Name(key) + ": expected " + want);
   }
 
-  Status Str(std::string_view key, std::string* out, bool required = true) const {
+  Status TooLong(std::string_view key, size_t size, size_t max) const {
+    return Status::BadField(Name(key) + ": " + std::to_string(size) +
+                            " bytes is over the limit of " + std::to_string(max) + " bytes");
+  }
+  // Identifiers are at most kMaxIdBytes; free text passes kMaxTextBytes.
+  Status Str(std::string_view key, std::string* out, bool required = true,
+             size_t max = kMaxIdBytes) const {
     const msgpack::object* o = Find(key);
     if (o == nullptr) return required ? Status::MissingField(Name(key) + " is required") : Status::Ok();
     if (o->type != msgpack::type::STR) return Wrong(key, "a string");
+    if (o->via.str.size > max) return TooLong(key, o->via.str.size, max);
     out->assign(o->via.str.ptr, o->via.str.size);
     return Status::Ok();
+  }
+  Status Text(std::string_view key, std::string* out) const {
+    return Str(key, out, /*required=*/false, kMaxTextBytes);
   }
   Status OptStr(std::string_view key, std::optional<std::string>* out) const {
     const msgpack::object* o = Find(key);
     if (o == nullptr) return Status::Ok();
     if (o->type != msgpack::type::STR) return Wrong(key, "a string or nil");
+    if (o->via.str.size > kMaxIdBytes) return TooLong(key, o->via.str.size, kMaxIdBytes);
     *out = std::string(o->via.str.ptr, o->via.str.size);
     return Status::Ok();
   }
   template <class T>
-  Status UInt(std::string_view key, T* out, bool required = true) const {
+  Status UInt(std::string_view key, T* out, bool required = true,
+              uint64_t max = std::numeric_limits<T>::max()) const {
     const msgpack::object* o = Find(key);
     if (o == nullptr) return required ? Status::MissingField(Name(key) + " is required") : Status::Ok();
     if (o->type != msgpack::type::POSITIVE_INTEGER ||
         o->via.u64 > std::numeric_limits<T>::max()) {
       return Wrong(key, "a non-negative integer in range");
+    }
+    if (o->via.u64 > max) {
+      return Status::BadField(Name(key) + ": " + std::to_string(o->via.u64) +
+                              " is over the limit of " + std::to_string(max));
     }
     *out = static_cast<T>(o->via.u64);
     return Status::Ok();
@@ -540,7 +569,9 @@ class Fields {
     *out = AsDouble(*o);
     return Status::Ok();
   }
-  Status Map(std::string_view key, Packed* out, bool required = true) const {
+  // `max_keys`: parameters and search spaces are at most kMaxParameters keys.
+  Status Map(std::string_view key, Packed* out, bool required = true,
+             size_t max_keys = std::numeric_limits<uint32_t>::max()) const {
     const msgpack::object* o = Find(key);
     if (o == nullptr) {
       if (required) return Status::MissingField(Name(key) + " is required");
@@ -548,8 +579,15 @@ class Fields {
       return Status::Ok();
     }
     if (o->type != msgpack::type::MAP) return Wrong(key, "a map");
+    if (o->via.map.size > max_keys) {
+      return Status::BadField(Name(key) + ": " + std::to_string(o->via.map.size) +
+                              " keys is over the limit of " + std::to_string(max_keys));
+    }
     *out = Repack(*o);
     return Status::Ok();
+  }
+  Status Parameters(std::string_view key, Packed* out) const {
+    return Map(key, out, /*required=*/true, kMaxParameters);
   }
   Status Any(std::string_view key, Packed* out) const {
     const msgpack::object* o = Find(key);
@@ -568,6 +606,7 @@ class Fields {
     if (o == nullptr) {
       *out = std::monostate{};
     } else if (o->type == msgpack::type::STR) {
+      if (o->via.str.size > kMaxIdBytes) return TooLong(key, o->via.str.size, kMaxIdBytes);
       *out = std::string(o->via.str.ptr, o->via.str.size);
     } else if (o->type == msgpack::type::NEGATIVE_INTEGER) {
       *out = o->via.i64;
@@ -596,10 +635,17 @@ class Fields {
     if ((*out)->type != msgpack::type::MAP) return Wrong(key, "a map");
     return Status::Ok();
   }
-  Status Array(std::string_view key, const msgpack::object** out) const {
+  Status Array(std::string_view key, const msgpack::object** out, size_t max_items,
+               bool required = true) const {
     *out = Find(key);
-    if (*out == nullptr) return Status::MissingField(Name(key) + " is required");
+    if (*out == nullptr) {
+      return required ? Status::MissingField(Name(key) + " is required") : Status::Ok();
+    }
     if ((*out)->type != msgpack::type::ARRAY) return Wrong(key, "an array");
+    if ((*out)->via.array.size > max_items) {
+      return Status::BadField(Name(key) + ": " + std::to_string((*out)->via.array.size) +
+                              " items is over the limit of " + std::to_string(max_items));
+    }
     return Status::Ok();
   }
 
@@ -621,9 +667,9 @@ Status ReadPlugin(const msgpack::object& o, const std::string& name, PluginSpec*
 }
 
 Status ReadRunning(const Fields& f, std::vector<RunningTrial>* out) {
-  const msgpack::object* arr = f.Find("running");
+  const msgpack::object* arr;
+  TH_TRY(f.Array("running", &arr, kMaxRunning, /*required=*/false));
   if (arr == nullptr) return Status::Ok();
-  if (arr->type != msgpack::type::ARRAY) return f.Wrong("running", "an array");
   for (uint32_t i = 0; i < arr->via.array.size; ++i) {
     const msgpack::object& item = arr->via.array.ptr[i];
     std::string name = f.Name("running") + "[" + std::to_string(i) + "]";
@@ -639,7 +685,7 @@ Status ReadRunning(const Fields& f, std::vector<RunningTrial>* out) {
 }
 
 Status Read(const Fields& f, Initialize* b) {
-  TH_TRY(f.Map("search_space", &b->search_space));
+  TH_TRY(f.Map("search_space", &b->search_space, /*required=*/true, kMaxParameters));
   const msgpack::object* e;
   TH_TRY(f.Sub("experiment", &e, /*optional=*/true));
   if (e == nullptr) return Status::Ok();
@@ -655,7 +701,7 @@ Status Read(const Fields& f, Initialize* b) {
     spec.assessor.emplace();
     TH_TRY(ReadPlugin(*a, x.Name("assessor"), &*spec.assessor));
   }
-  TH_TRY(x.UInt("concurrency", &spec.concurrency, /*required=*/false));
+  TH_TRY(x.UInt("concurrency", &spec.concurrency, /*required=*/false, kMaxConcurrency));
   if (spec.concurrency == 0) return Status::BadField(x.Name("concurrency") + ": must be >= 1");
   TH_TRY(x.UInt("max_trials", &spec.max_trials, /*required=*/false));
   TH_TRY(x.Float("max_duration_s", &spec.max_duration_s));
@@ -665,25 +711,31 @@ Status Read(const Fields& f, Initialize* b) {
   b->experiment = std::move(spec);
   return Status::Ok();
 }
-Status Read(const Fields& f, RequestTrialJobs* b) { return f.UInt("count", &b->count); }
-Status Read(const Fields& f, UpdateSearchSpace* b) { return f.Map("search_space", &b->search_space); }
+Status Read(const Fields& f, RequestTrialJobs* b) {
+  return f.UInt("count", &b->count, /*required=*/true, kMaxRequestCount);
+}
+Status Read(const Fields& f, UpdateSearchSpace* b) {
+  return f.Map("search_space", &b->search_space, /*required=*/true, kMaxParameters);
+}
 Status Read(const Fields& f, ImportData* b) {
   const msgpack::object* arr;
-  TH_TRY(f.Array("data", &arr));
+  TH_TRY(f.Array("data", &arr, kMaxImportRecords));
   for (uint32_t i = 0; i < arr->via.array.size; ++i) {
     const msgpack::object& item = arr->via.array.ptr[i];
     std::string name = f.Name("data") + "[" + std::to_string(i) + "]";
     if (item.type != msgpack::type::MAP) return Status::BadField(name + ": expected a map");
     Fields r(item, name);
     ImportRecord rec;
-    TH_TRY(r.Map("parameters", &rec.parameters));
+    TH_TRY(r.Parameters("parameters", &rec.parameters));
     TH_TRY(r.Metric("value", &rec.value));
     TH_TRY(r.OptStr("trial_id", &rec.trial_id));
     b->data.push_back(std::move(rec));
   }
   return Status::Ok();
 }
-Status Read(const Fields& f, AddCustomizedTrialJob* b) { return f.Map("parameters", &b->parameters); }
+Status Read(const Fields& f, AddCustomizedTrialJob* b) {
+  return f.Parameters("parameters", &b->parameters);
+}
 Status Read(const Fields&, Terminate*) { return Status::Ok(); }
 Status Read(const Fields&, Ping*) { return Status::Ok(); }
 Status Read(const Fields& f, ReportMetricData* b) {
@@ -699,28 +751,28 @@ Status Read(const Fields& f, TrialEnd* b) {
   TH_TRY(f.Str("trial_id", &b->trial_id));
   TH_TRY(f.UInt("attempt", &b->attempt, /*required=*/false));
   TH_TRY(f.Enum("status", kTrialStatuses, &b->status));
-  TH_TRY(f.Str("error", &b->error, /*required=*/false));
+  TH_TRY(f.Text("error", &b->error));
   return f.Str("worker_id", &b->worker_id, /*required=*/false);
 }
 Status Read(const Fields& f, WorkerHello* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
-  TH_TRY(f.UInt("slots", &b->slots));
+  TH_TRY(f.UInt("slots", &b->slots, /*required=*/true, kMaxSlots));
   const msgpack::object* r;
   TH_TRY(f.Sub("resources", &r, /*optional=*/true));
   if (r != nullptr) {
     Fields res(*r, f.Name("resources"));
-    TH_TRY(res.UInt("gpus", &b->resources.gpus, /*required=*/false));
+    TH_TRY(res.UInt("gpus", &b->resources.gpus, /*required=*/false, kMaxSlots));
     TH_TRY(res.Map("extra", &b->resources.extra, /*required=*/false));
   } else {
     b->resources.extra = EmptyMap();
   }
-  TH_TRY(f.Str("language", &b->language, /*required=*/false));
-  TH_TRY(f.Str("version", &b->version, /*required=*/false));
+  TH_TRY(f.Text("language", &b->language));
+  TH_TRY(f.Text("version", &b->version));
   return ReadRunning(f, &b->running);
 }
 Status Read(const Fields& f, Heartbeat* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
-  TH_TRY(f.UInt("free_slots", &b->free_slots, /*required=*/false));
+  TH_TRY(f.UInt("free_slots", &b->free_slots, /*required=*/false, kMaxSlots));
   return ReadRunning(f, &b->running);
 }
 Status Read(const Fields& f, TrialStarted* b) {
@@ -732,7 +784,7 @@ Status Read(const Fields& f, TrialRejected* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
   TH_TRY(f.Str("trial_id", &b->trial_id));
   TH_TRY(f.UInt("attempt", &b->attempt));
-  return f.Str("reason", &b->reason, /*required=*/false);
+  return f.Text("reason", &b->reason);
 }
 Status Read(const Fields& f, WorkerBye* b) { return f.Str("worker_id", &b->worker_id); }
 Status Read(const Fields& f, NewTrialJob* b) {
@@ -743,13 +795,13 @@ Status Read(const Fields& f, NewTrialJob* b) {
   TH_TRY(f.Id("parameter_id", &b->parameter_id));
   TH_TRY(f.Enum("parameter_source", kSources, &b->parameter_source));
   TH_TRY(f.UInt("parameter_index", &b->parameter_index, /*required=*/false));
-  return f.Map("parameters", &b->parameters);
+  return f.Parameters("parameters", &b->parameters);
 }
 Status Read(const Fields& f, SendTrialJobParameter* b) { return Read(f, &b->job); }
 Status Read(const Fields& f, KillTrialJob* b) {
   TH_TRY(f.Str("trial_id", &b->trial_id));
   TH_TRY(f.UInt("attempt", &b->attempt));
-  return f.Str("reason", &b->reason, /*required=*/false);
+  return f.Text("reason", &b->reason);
 }
 Status Read(const Fields& f, MetricAck* b) {
   TH_TRY(f.Str("trial_id", &b->trial_id));
@@ -764,7 +816,7 @@ Status Read(const Fields& f, NoMoreTrialJobs* b) {
 }
 Status Read(const Fields& f, ErrorEvent* b) {
   TH_TRY(f.Str("code", &b->code));
-  TH_TRY(f.Str("message", &b->message, /*required=*/false));
+  TH_TRY(f.Text("message", &b->message));
   return f.Str("source", &b->source, /*required=*/false);
 }
 Status Read(const Fields& f, OkReply* b) {
@@ -774,7 +826,7 @@ Status Read(const Fields& f, OkReply* b) {
 }
 Status Read(const Fields& f, ErrorReply* b) {
   TH_TRY(f.Str("code", &b->code));
-  return f.Str("message", &b->message, /*required=*/false);
+  return f.Text("message", &b->message);
 }
 
 Status Read(const Fields&, GetStatus*) { return Status::Ok(); }
@@ -793,7 +845,7 @@ Status Read(const Fields&, ExportData*) { return Status::Ok(); }
 Status Read(const Fields& f, UpdateLimits* b) {
   if (f.Find("concurrency") != nullptr) {
     uint32_t c = 0;
-    TH_TRY(f.UInt("concurrency", &c));
+    TH_TRY(f.UInt("concurrency", &c, /*required=*/true, kMaxConcurrency));
     if (c == 0) return Status::BadField(f.Name("concurrency") + ": must be >= 1");
     b->concurrency = c;
   }
@@ -850,8 +902,11 @@ Status DecodeObject(const msgpack::object& root, Message* out) {
   }
   out->version = kProtocolVersion;
   TH_TRY(env.Str("type", &out->type));
+  // Every envelope has exactly its four keys (§3): a nil or absent id or
+  // body is refused like any required field.
+  if (!env.Has("id")) return Status::MissingField(env.Name("id") + " is required");
   if (const msgpack::object* id = env.Find("id");
-      id != nullptr && id->type != msgpack::type::POSITIVE_INTEGER) {
+      id == nullptr || id->type != msgpack::type::POSITIVE_INTEGER) {
     return env.Wrong("id", "a non-negative integer");
   }
   size_t index = std::variant_size_v<Body>;
@@ -861,16 +916,9 @@ Status DecodeObject(const msgpack::object& root, Message* out) {
   if (index == std::variant_size_v<Body>) {
     return Status::UnknownType("unknown message type \"" + out->type + "\"");
   }
+  if (!env.Has("body")) return Status::MissingField(env.Name("body") + " is required");
   const msgpack::object* body = env.Find("body");
-  static const msgpack::object kEmptyMap = [] {
-    msgpack::object o;
-    o.type = msgpack::type::MAP;
-    o.via.map.size = 0;
-    o.via.map.ptr = nullptr;
-    return o;
-  }();
-  if (body == nullptr) body = &kEmptyMap;
-  if (body->type != msgpack::type::MAP) return env.Wrong("body", "a map");
+  if (body == nullptr || body->type != msgpack::type::MAP) return env.Wrong("body", "a map");
   return ReadBody(index, Fields(*body, "body"), &out->body);
 }
 
@@ -908,7 +956,7 @@ Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options
     // Bounded nesting and container sizes: hostile input cannot recurse deep
     // or make the unpacker reserve more than the message could hold.
     const size_t n = bytes.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, 64);
+    msgpack::unpack_limit limit(n, n, n, n, n, kMaxDepth);
     msgpack::object_handle oh =
         msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limit);
     if (offset != bytes.size()) {

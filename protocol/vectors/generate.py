@@ -374,7 +374,7 @@ invalid("trailing_bytes", "A valid PI message followed by one more byte.", PING 
         "bad_frame")
 invalid("not_a_map", "An array instead of the envelope map.", [1, "PI", 42, {}], "bad_frame")
 invalid("string_root", "A bare string.", "hello", "bad_frame")
-invalid("too_deep", "Containers nested 65 deep (decoders allow 64).", deep_parameters(63),
+invalid("too_deep", "Containers nested 33 deep (decoders allow 32).", deep_parameters(31),
         "bad_frame")
 invalid("no_v", "Envelope without the protocol version.",
         {"type": "PI", "id": 42, "body": {}}, "unsupported_version", msg_id=42)
@@ -388,6 +388,14 @@ invalid("type_not_string", "Type as an integer.", {"v": 1, "type": 7, "id": 42, 
         "bad_field", "envelope.type", 42)
 invalid("id_negative", "A negative envelope id.", {"v": 1, "type": "PI", "id": -1, "body": {}},
         "bad_field", "envelope.id")
+invalid("no_id", "Envelope without an id: every envelope has all four keys.",
+        {"v": 1, "type": "PI", "body": {}}, "missing_field", "envelope.id")
+invalid("nil_id", "A nil envelope id: the id is a uint.",
+        {"v": 1, "type": "PI", "id": None, "body": {}}, "bad_field", "envelope.id")
+invalid("no_body", "Envelope without a body, even for a type with no fields.",
+        {"v": 1, "type": "PI", "id": 42}, "missing_field", "envelope.body", 42)
+invalid("nil_body", "A nil body: the body is a map ({} when the type has no fields).",
+        {"v": 1, "type": "PI", "id": 42, "body": None}, "bad_field", "envelope.body", 42)
 invalid("unknown_type", "A type code this version does not define.", env42("XX", {}),
         "unknown_type", msg_id=42)
 invalid("body_not_map", "Body as an array.", {"v": 1, "type": "PI", "id": 42, "body": []},
@@ -421,6 +429,25 @@ invalid("count_too_big", "GE count beyond 32 bits.", env42("GE", {"count": 1 << 
         "bad_field", "body.count", 42)
 invalid("count_bool", "GE count as a boolean.", env42("GE", {"count": True}),
         "bad_field", "body.count", 42)
+invalid("count_over_limit", "GE count above the limit of 1024 (§3.2).",
+        env42("GE", {"count": 1025}), "bad_field", "body.count", 42)
+invalid("count_max_uint32", "GE count 2^32-1: refused before anything is allocated.",
+        env42("GE", {"count": (1 << 32) - 1}), "bad_field", "body.count", 42)
+invalid("trial_id_too_long", "An identifier longer than 256 bytes.",
+        env42("KT", {"trial_id": "t" * 257}), "bad_field", "body.trial_id", 42)
+invalid("slots_over_limit", "A worker announcing more than 1024 slots.",
+        env42("WH", {"worker_id": "w", "slots": 1025, "resources": None, "language": "",
+                     "version": "", "running": []}), "bad_field", "body.slots", 42)
+invalid("running_over_limit", "A running list longer than 1024 items (the length is checked "
+        "before the items).",
+        env42("HB", {"worker_id": "w", "free_slots": 0, "running": [None] * 1025}),
+        "bad_field", "body.running", 42)
+invalid("parameters_over_limit", "AD parameters with more than 1024 keys.",
+        env42("AD", {"parameters": {"k%d" % i: 0 for i in range(1025)}}),
+        "bad_field", "body.parameters", 42)
+invalid("concurrency_over_limit", "UX concurrency above the limit of 100000.",
+        env42("UX", {"concurrency": 100001, "max_trials": None, "max_duration_s": None}),
+        "bad_field", "body.concurrency", 42)
 invalid("attempt_float", "TS attempt as a float.",
         env42("TS", {"worker_id": "w", "trial_id": "t", "attempt": 1.0}),
         "bad_field", "body.attempt", 42)

@@ -179,7 +179,7 @@ class StoreAndResumeTest(unittest.TestCase):
                 attempts.setdefault(trial_id, set()).add(attempt)
         self.assertEqual(orphans, 0)
         for trial_id, state, status, attempt, seq in trials.values():
-            self.assertIn(state, ("WAITING", "RUNNING", "ENDED"))
+            self.assertIn(state, ("WAITING", "OFFERED", "RUNNING", "ENDED"))
             self.assertEqual(state == "ENDED", status in TERMINAL, (trial_id, state, status))
         lost = []
         for trial_id, attempt, sequence in acks:

@@ -213,6 +213,130 @@ TEST_F(EngineTest, DeadWorkersTrialGoesToAnotherWorkerAndEndsOnce) {
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
 
+TEST_F(EngineTest, AReofferedTrialsMetricsAreOnlyItsCurrentAttempts) {
+  // wire-format.md §5.3: the new attempt's sequence numbers start at 0 again
+  // and must not be taken for duplicates of the dead attempt's.
+  Make([](EngineOptions& o) {
+    o.concurrency = 1;
+    o.max_trials = 1;
+    o.has_assessor = true;
+    o.heartbeat_interval = milliseconds(100);
+  });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto first = sink_.jobs.at(0);
+  Start("w1", first);
+  Metric("w1", first, p::MetricType::kPeriodical, 0, 0.1);
+  Metric("w1", first, p::MetricType::kPeriodical, 1, 0.2);
+  Hello("w2", 1);
+  now_ += milliseconds(200);
+  Heartbeat("w2", {});
+  Advance(milliseconds(150));  // w1 is dead
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  auto second = sink_.jobs[1];
+  ASSERT_EQ(second.attempt, 1u);
+  const Trial* t = engine_->Find(second.trial_id);
+  EXPECT_TRUE(t->periodical.empty()) << "the dead attempt's results no longer count";
+  Start("w2", second);
+  sink_.plugin_calls.clear();
+  Metric("w2", second, p::MetricType::kPeriodical, 0, 0.7);
+  Metric("w1", first, p::MetricType::kPeriodical, 2, 0.3);  // late: the dead attempt
+  ASSERT_EQ(t->periodical.size(), 1u);
+  EXPECT_DOUBLE_EQ(t->periodical.at(0).scalar, 0.7);
+  // The assessor sees only the new attempt's curve.
+  EXPECT_EQ(sink_.plugin_calls, std::vector<std::string>{"assess:" + second.trial_id + ":[0.7]"});
+  Metric("w2", second, p::MetricType::kFinal, 1, 0.8);
+  End("w2", second, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(t->status, p::TrialStatus::kSucceeded);
+  EXPECT_DOUBLE_EQ(t->final_metric->scalar, 0.8);
+}
+
+TEST_F(EngineTest, AWorkerThatDiesAfterItsFinalWasAcceptedEndsTheTrialSucceeded) {
+  // DESIGN.md trust model: a trial whose FINAL is stored is never run again.
+  Make([](EngineOptions& o) {
+    o.concurrency = 1;
+    o.max_trials = 1;
+    o.heartbeat_interval = milliseconds(100);
+  });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  Metric("w1", job, p::MetricType::kFinal, 1, 0.9);
+  Hello("w2", 1);
+  now_ += milliseconds(200);
+  Heartbeat("w2", {});
+  Advance(milliseconds(150));  // w1 dies before its EN
+  EXPECT_EQ(sink_.jobs.size(), 1u) << "no re-run";
+  const Trial* t = engine_->Find(job.trial_id);
+  EXPECT_EQ(t->status, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(t->attempt, 0u);
+  EXPECT_EQ(sink_.plugin_calls, (std::vector<std::string>{"result:0:0.900000", "end:0:1"}));
+  Settle();
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+}
+
+TEST_F(EngineTest, ATrialItsWorkerStopsListingAfterItsFinalEndsSucceeded) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.max_trials = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kFinal, 0, 0.9);
+  Heartbeat("w1", {});  // its EN was lost: the worker no longer lists it
+  Heartbeat("w1", {});
+  EXPECT_EQ(sink_.jobs.size(), 1u);
+  EXPECT_EQ(engine_->Find(job.trial_id)->status, p::TrialStatus::kSucceeded);
+  EXPECT_TRUE(sink_.Sent<p::KillTrialJob>("w1").empty());
+}
+
+TEST_F(EngineTest, ClientTrialsCountAgainstTheBudgetAndKeepTheExperimentFromDone) {
+  // GE trials (source external) are trials of the experiment (wire-format.md §4.2).
+  Make([](EngineOptions& o) { o.concurrency = 1; o.max_trials = 3; });
+  std::vector<int64_t> ids;
+  ASSERT_OK(engine_->ReserveExternal(5, now_, &ids));
+  ASSERT_EQ(ids.size(), 3u) << "clipped to the trial budget";
+  std::vector<std::pair<int64_t, p::Packed>> params;
+  for (int64_t id : {ids[0], ids[1]}) params.emplace_back(id, Params(static_cast<int>(id)));
+  auto created = engine_->OnExternalParameters(ids, std::move(params), now_);
+  ASSERT_EQ(created.size(), 2u);
+  EXPECT_FALSE(engine_->ids().IsOpen(ids[2])) << "an id the tuner did not answer is released";
+  std::vector<int64_t> more;
+  ASSERT_OK(engine_->ReserveExternal(5, now_, &more));
+  ASSERT_EQ(more.size(), 1u);
+  auto last = engine_->OnExternalParameters(more, {{more[0], Params(9)}}, now_);
+  ASSERT_EQ(last.size(), 1u);
+  ASSERT_OK(engine_->ReserveExternal(5, now_, &more));
+  EXPECT_TRUE(more.empty()) << "the budget is used up";
+  Settle();
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kNoMoreTrial) << "three client trials run";
+  for (const Trial* t : {created[0], created[1]}) {
+    ASSERT_OK(engine_->OnTrialEnd(p::TrialEnd{t->id, 0, p::TrialStatus::kSucceeded, "", ""}, now_));
+  }
+  Settle();
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kNoMoreTrial);
+  ASSERT_OK(engine_->OnTrialEnd(p::TrialEnd{last[0]->id, 0, p::TrialStatus::kFailed, "", ""}, now_));
+  Settle();
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
+  EXPECT_EQ(engine_->ReserveExternal(1, now_, &more).code(), Status::Code::kBadState);
+}
+
+TEST_F(EngineTest, StopEndsAClientTrialAndARunningTrialWithItsFinalSucceeds) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  std::vector<int64_t> ids;
+  ASSERT_OK(engine_->ReserveExternal(1, now_, &ids));
+  auto created = engine_->OnExternalParameters(ids, {{ids[0], Params(1)}}, now_);
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kFinal, 0, 0.9);
+  engine_->Stop("stopped");
+  EXPECT_EQ(created[0]->status, p::TrialStatus::kUserCanceled);
+  EXPECT_EQ(engine_->Find(job.trial_id)->status, p::TrialStatus::kSucceeded);
+}
+
 TEST_F(EngineTest, RejectedOfferIsRequeuedWithSameAttempt) {
   Make([](EngineOptions& o) { o.concurrency = 2; });
   Hello("w1", 1);

@@ -164,6 +164,86 @@ TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {
   EXPECT_EQ(t.final_metric->raw, p::PackDouble(0.75));
 }
 
+TEST_F(StoreTest, MetricsArePerAttemptAndSupersededAttemptsAreKeptButNotRead) {
+  // wire-format.md §5.3: a trial's metrics are those of its current attempt.
+  {
+    auto s = Open(Store::Mode::kCreate);
+    Trial t = MakeTrial("T00000", 0);
+    s->PutTrial(t, 100.0, 0, 0, -1);
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 0, 0.1));
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 1, 0.2));
+    t.attempt = 1;  // its worker died: a new attempt reuses the sequence numbers
+    s->PutTrial(t, 0, 0, 0, -1);
+    s->SupersedeMetrics(t.id, t.attempt);
+    p::ReportMetricData again = MetricData(t.id, p::MetricType::kPeriodical, 0, 0.7);
+    again.attempt = 1;
+    s->PutMetric(t.id, again);
+    ASSERT_OK(s->Commit());
+  }
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), 3) << "the old attempt's rows are kept";
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics WHERE superseded = 1"), 2);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics WHERE superseded = 1 AND attempt = 0"), 2);
+  auto s = Open(Store::Mode::kReadOnly);
+  std::vector<StoredTrial> trials;
+  ASSERT_OK(s->Trials(&trials));
+  ASSERT_EQ(trials.size(), 1u);
+  ASSERT_EQ(trials[0].periodical.size(), 1u) << "only the current attempt's results";
+  EXPECT_DOUBLE_EQ(trials[0].periodical.at(0).scalar, 0.7);
+}
+
+TEST_F(StoreTest, AVersionOneStoreIsMigratedKeepingEveryMetric) {
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(file_.c_str(), &db);
+    // The version 1 tables this migration starts from (the rest unchanged).
+    const char* v1 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE config(id INTEGER PRIMARY KEY CHECK (id = 1), source_file TEXT NOT NULL,
+                    yaml TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE search_spaces(seq INTEGER PRIMARY KEY AUTOINCREMENT, space BLOB NOT NULL,
+                           at REAL NOT NULL);
+CREATE TABLE trials(trial_id TEXT PRIMARY KEY, sequence_id INTEGER NOT NULL UNIQUE,
+                    parameter_id INTEGER NOT NULL, source TEXT NOT NULL,
+                    parameters BLOB NOT NULL, state TEXT NOT NULL, status TEXT,
+                    attempt INTEGER NOT NULL, offers INTEGER NOT NULL,
+                    worker_id TEXT NOT NULL, error TEXT NOT NULL,
+                    final_synthesized INTEGER NOT NULL,
+                    created REAL NOT NULL, started REAL NOT NULL, ended REAL NOT NULL,
+                    end_order INTEGER NOT NULL, result_order INTEGER NOT NULL DEFAULT -1);
+CREATE TABLE trial_events(id INTEGER PRIMARY KEY, trial_id TEXT NOT NULL, at REAL NOT NULL,
+                          event TEXT NOT NULL, attempt INTEGER NOT NULL,
+                          worker_id TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX trial_events_by_trial ON trial_events(trial_id);
+CREATE TABLE metrics(trial_id TEXT NOT NULL, type TEXT NOT NULL, sequence INTEGER NOT NULL,
+                     attempt INTEGER NOT NULL, value BLOB NOT NULL, scalar REAL,
+                     at REAL NOT NULL, PRIMARY KEY(trial_id, type, sequence)) WITHOUT ROWID;
+CREATE TABLE events(id INTEGER PRIMARY KEY, at REAL NOT NULL, type TEXT NOT NULL,
+                    body BLOB NOT NULL);
+CREATE TABLE checkpoints(kind TEXT PRIMARY KEY, plugin TEXT NOT NULL, state BLOB NOT NULL,
+                         seen_results INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE imports(result_order INTEGER PRIMARY KEY, records BLOB NOT NULL, at REAL NOT NULL);
+INSERT INTO trials VALUES('T00000', 0, 0, 'algorithm', x'80', 'RUNNING', NULL, 2, 3, 'w', '',
+                          0, 1, 2, 0, -1, -1);
+INSERT INTO metrics VALUES('T00000', 'PERIODICAL', 0, 1, x'01', 1, 5);
+INSERT INTO metrics VALUES('T00000', 'PERIODICAL', 1, 2, x'02', 2, 6);
+PRAGMA user_version=1;
+)sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  std::unique_ptr<Store> s;
+  ASSERT_OK(Store::Open(file_, Store::Mode::kOpen, &s));
+  EXPECT_EQ(Query("PRAGMA user_version"), kStoreSchemaVersion);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), 2);
+  EXPECT_EQ(Query("SELECT superseded FROM metrics WHERE attempt = 1"), 1);
+  EXPECT_EQ(Query("SELECT superseded FROM metrics WHERE attempt = 2"), 0);
+  std::vector<StoredTrial> trials;
+  ASSERT_OK(s->Trials(&trials));
+  ASSERT_EQ(trials.size(), 1u);
+  ASSERT_EQ(trials[0].periodical.size(), 1u);
+  EXPECT_EQ(trials[0].periodical.count(1), 1u);
+}
+
 TEST_F(StoreTest, MetaConfigSearchSpacesAndCheckpoints) {
   {
     auto s = Open(Store::Mode::kCreate);

@@ -12,6 +12,7 @@
 
 #include "test_util.h"
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 #include "protocol_testing.h"
 
 namespace tunehost::protocol {
@@ -260,7 +261,7 @@ TEST(CodecTest, MissingOptionalKeysGetDefaultsAndUnknownKeysAreIgnored) {
       "running": null}})", &m));
   EXPECT_TRUE(std::get<Heartbeat>(m.body).running.empty());
 
-  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "ok", "id": 3})", &m));
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "ok", "id": 3, "body": {}})", &m));
   EXPECT_EQ(std::get<OkReply>(m.body).data, EmptyMap());
 
   ASSERT_OK(DecodeJson(R"({"v": 1, "type": "IN", "id": 3, "body": {"search_space": {},
@@ -278,12 +279,88 @@ std::string Nested(int levels) {
   return R"({"v": 1, "type": "AD", "id": 5, "body": {"parameters": )" + json + "}}";
 }
 
-TEST(CodecTest, NestingIsLimitedTo64) {
+TEST(CodecTest, NestingIsLimitedToMaxDepth) {
+  static_assert(kMaxDepth == 32);
   Message m;
   // Envelope and body are two levels; parameters adds the rest.
-  EXPECT_OK(DecodeJson(Nested(62), &m));
-  const Status st = DecodeJson(Nested(63), &m);
+  EXPECT_OK(DecodeJson(Nested(30), &m));
+  const Status st = DecodeJson(Nested(31), &m);
   EXPECT_EQ(st.code(), Status::Code::kBadFrame) << st.ToString();
+}
+
+TEST(CodecTest, EnvelopeNeedsAnIdAndABodyMap) {
+  // wire-format.md §3: exactly four keys; id is a uint and body a map.
+  ExpectError(R"({"v": 1, "type": "PI", "body": {}})", Status::Code::kMissingField,
+              "envelope.id", /*id=*/0);
+  ExpectError(R"({"v": 1, "type": "PI", "id": null, "body": {}})", Status::Code::kBadField,
+              "envelope.id", /*id=*/0);
+  ExpectError(R"({"v": 1, "type": "PI", "id": 5})", Status::Code::kMissingField,
+              "envelope.body");
+  ExpectError(R"({"v": 1, "type": "PI", "id": 5, "body": null})", Status::Code::kBadField,
+              "envelope.body");
+  Message m;
+  EXPECT_FALSE(DecodeJson(R"({"v": 1, "type": "PI", "id": 6, "body": null})", &m).ok());
+  EXPECT_EQ(m.id, 6u);  // still echoed
+}
+
+std::string Repeat(char c, size_t n) { return std::string(n, c); }
+
+TEST(CodecTest, EveryCountLengthAndSizeIsBoundedNamingTheLimit) {
+  // wire-format.md §3.2.
+  ExpectError(R"({"v": 1, "type": "GE", "id": 5, "body": {"count": 4294967295}})",
+              Status::Code::kBadField, "over the limit of 1024");
+  ExpectError(R"({"v": 1, "type": "GE", "id": 5, "body": {"count": 1025}})",
+              Status::Code::kBadField, "body.count");
+  Message m;
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "GE", "id": 5, "body": {"count": 1024}})", &m));
+
+  const std::string long_id = Repeat('t', kMaxIdBytes + 1);
+  ExpectError(R"({"v": 1, "type": "KT", "id": 5, "body": {"trial_id": ")" + long_id + R"("}})",
+              Status::Code::kBadField, "body.trial_id: 257 bytes is over the limit of 256");
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "KT", "id": 5, "body": {"trial_id": ")" +
+                           Repeat('t', kMaxIdBytes) + R"("}})",
+                       &m));
+  ExpectError(R"({"v": 1, "type": ")" + long_id + R"(", "id": 5, "body": {}})",
+              Status::Code::kBadField, "envelope.type");
+  ExpectError(R"({"v": 1, "type": "ME", "id": 5, "body": {"trial_id": "t", "type": "FINAL",
+                  "sequence": 0, "value": 1, "parameter_id": ")" + long_id + R"("}})",
+              Status::Code::kBadField, "body.parameter_id");
+
+  // Free text may be long, but not unbounded.
+  ASSERT_OK(DecodeJson(R"({"v": 1, "type": "EN", "id": 5, "body": {"trial_id": "t",
+                  "status": "FAILED", "error": ")" + Repeat('e', kMaxTextBytes) + R"("}})",
+                       &m));
+  ExpectError(R"({"v": 1, "type": "EN", "id": 5, "body": {"trial_id": "t", "status": "FAILED",
+                  "error": ")" + Repeat('e', kMaxTextBytes + 1) + R"("}})",
+              Status::Code::kBadField, "body.error");
+
+  ExpectError(R"({"v": 1, "type": "WH", "id": 5, "body": {"worker_id": "w", "slots": 1025}})",
+              Status::Code::kBadField, "body.slots");
+  ExpectError(R"({"v": 1, "type": "HB", "id": 5, "body": {"worker_id": "w",
+                  "free_slots": 4294967295}})",
+              Status::Code::kBadField, "body.free_slots");
+  std::string running = "[";
+  for (size_t i = 0; i <= kMaxRunning; ++i) running += std::string(i ? "," : "") + "null";
+  running += "]";
+  ExpectError(R"({"v": 1, "type": "HB", "id": 5, "body": {"worker_id": "w", "running": )" +
+                  running + "}}",
+              Status::Code::kBadField, "body.running: 1025 items is over the limit of 1024");
+  ExpectError(R"({"v": 1, "type": "UX", "id": 5, "body": {"concurrency": 100001}})",
+              Status::Code::kBadField, "body.concurrency");
+  ExpectError(R"({"v": 1, "type": "IN", "id": 5, "body": {"search_space": {},
+                  "experiment": {"tuner": {"name": "random"}, "concurrency": 4294967295}}})",
+              Status::Code::kBadField, "body.experiment.concurrency");
+
+  std::string params = "{";
+  for (size_t i = 0; i <= kMaxParameters; ++i) {
+    params += std::string(i ? "," : "") + "\"k" + std::to_string(i) + "\": 1";
+  }
+  params += "}";
+  ExpectError(R"({"v": 1, "type": "AD", "id": 5, "body": {"parameters": )" + params + "}}",
+              Status::Code::kBadField, "body.parameters: 1025 keys is over the limit of 1024");
+  ExpectError(R"({"v": 1, "type": "FD", "id": 5, "body": {"data": [{"parameters": )" + params +
+                  R"(, "value": 1}]}})",
+              Status::Code::kBadField, "body.data[0].parameters");
 }
 
 std::vector<std::string> AllVectorBytes() {
@@ -347,7 +424,7 @@ TEST(CodecTest, EchoesTheIdWhenReadable) {
   EXPECT_FALSE(DecodeJson(R"({"v": 1, "type": "GE", "id": 77, "body": {"count": "x"}})", &m)
                    .ok());
   EXPECT_EQ(m.id, 77u);
-  EXPECT_FALSE(DecodeJson(R"({"v": 3, "type": "GE", "id": 78})", &m).ok());
+  EXPECT_FALSE(DecodeJson(R"({"v": 3, "type": "GE", "id": 78, "body": {}})", &m).ok());
   EXPECT_EQ(m.id, 78u);
   EXPECT_FALSE(DecodeJson(R"({"v": 1, "type": "GE", "id": "79"})", &m).ok());
   EXPECT_EQ(m.id, 0u);

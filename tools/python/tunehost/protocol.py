@@ -21,8 +21,17 @@ import msgpack
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
-# msgpack-c's nesting limit as configured by the C++ decoder (containers deep).
-MAX_DEPTH = 64
+# Bounds on what arrives from outside (wire-format.md §3.2), the same as
+# protocol/include/tunehost/protocol/limits.h.
+MAX_DEPTH = 32              # containers nested in one message
+MAX_ID_BYTES = 256          # identifiers: ids, names, codes
+MAX_TEXT_BYTES = 64 * 1024  # free text: error, reason, message, language, version
+MAX_PARAMETERS = 1024       # keys of a parameters map or a search space
+MAX_REQUEST_COUNT = 1024    # GE count
+MAX_SLOTS = 1024            # WH slots, HB free_slots, gpus
+MAX_RUNNING = MAX_SLOTS     # WH/HB running list
+MAX_CONCURRENCY = 100000    # IN/UX concurrency
+MAX_IMPORT_RECORDS = 100000  # FD data
 
 # ---------------------------------------------------------------- constants
 
@@ -127,9 +136,11 @@ Message = collections.namedtuple("Message", ["v", "type", "id", "body"])
 # ---------------------------------------------------------------- schema
 #
 # A field is (key, kind, required, arg). Kinds:
-#   str, uint32, uint64, int64, float, map, any, metric, id,
+#   str (an identifier, at most MAX_ID_BYTES), text (at most MAX_TEXT_BYTES),
+#   uint32, uint64 (arg: an upper bound, or None), int64, float,
+#   map (arg: at most that many keys, or None), any, metric, id,
 #   enum (arg: allowed strings), struct (arg: nested field list),
-#   array (arg: nested field list of each element).
+#   array (arg: (nested field list of each element, most items)).
 # Field lists are in wire order; "required" mirrors the C++ decoder (a nil
 # value counts as missing). Optional fields decode to None when absent.
 
@@ -148,17 +159,17 @@ EXPERIMENT_SPEC = (
     _f("id", "str", False),
     _f("tuner", "struct", True, PLUGIN_SPEC),
     _f("assessor", "struct", False, PLUGIN_SPEC),
-    _f("concurrency", "uint32", False),
+    _f("concurrency", "uint32", False, MAX_CONCURRENCY),
     _f("max_trials", "uint64", False),
     _f("max_duration_s", "float", False),
 )
 IMPORT_RECORD = (
-    _f("parameters", "map"),
+    _f("parameters", "map", True, MAX_PARAMETERS),
     _f("value", "metric"),
     _f("trial_id", "str", False),
 )
 RESOURCES = (
-    _f("gpus", "uint32", False),
+    _f("gpus", "uint32", False, MAX_SLOTS),
     _f("extra", "map", False),
 )
 RUNNING_TRIAL = (
@@ -174,18 +185,18 @@ NEW_TRIAL_JOB_BODY = (
     _f("parameter_id", "id", False),
     _f("parameter_source", "enum", True, PARAMETER_SOURCES),
     _f("parameter_index", "uint32", False),
-    _f("parameters", "map"),
+    _f("parameters", "map", True, MAX_PARAMETERS),
 )
 
 SCHEMA = collections.OrderedDict([
     (INITIALIZE, (
-        _f("search_space", "map"),
+        _f("search_space", "map", True, MAX_PARAMETERS),
         _f("experiment", "struct", False, EXPERIMENT_SPEC),
     )),
-    (REQUEST_TRIAL_JOBS, (_f("count", "uint32"),)),
-    (UPDATE_SEARCH_SPACE, (_f("search_space", "map"),)),
-    (IMPORT_DATA, (_f("data", "array", True, IMPORT_RECORD),)),
-    (ADD_CUSTOMIZED_TRIAL_JOB, (_f("parameters", "map"),)),
+    (REQUEST_TRIAL_JOBS, (_f("count", "uint32", True, MAX_REQUEST_COUNT),)),
+    (UPDATE_SEARCH_SPACE, (_f("search_space", "map", True, MAX_PARAMETERS),)),
+    (IMPORT_DATA, (_f("data", "array", True, (IMPORT_RECORD, MAX_IMPORT_RECORDS)),)),
+    (ADD_CUSTOMIZED_TRIAL_JOB, (_f("parameters", "map", True, MAX_PARAMETERS),)),
     (TERMINATE, ()),
     (PING, ()),
     (GET_STATUS, ()),
@@ -199,7 +210,7 @@ SCHEMA = collections.OrderedDict([
     (GET_METRICS, (_f("trial_id", "str", False),)),
     (EXPORT_DATA, ()),
     (UPDATE_LIMITS, (
-        _f("concurrency", "uint32", False),
+        _f("concurrency", "uint32", False, MAX_CONCURRENCY),
         _f("max_trials", "uint64", False),
         _f("max_duration_s", "float", False),
     )),
@@ -217,21 +228,21 @@ SCHEMA = collections.OrderedDict([
         _f("trial_id", "str"),
         _f("attempt", "uint32", False),
         _f("status", "enum", True, TERMINAL_STATUSES),
-        _f("error", "str", False),
+        _f("error", "text", False),
         _f("worker_id", "str", False),
     )),
     (WORKER_HELLO, (
         _f("worker_id", "str"),
-        _f("slots", "uint32"),
+        _f("slots", "uint32", True, MAX_SLOTS),
         _f("resources", "struct", False, RESOURCES),
-        _f("language", "str", False),
-        _f("version", "str", False),
-        _f("running", "array", False, RUNNING_TRIAL),
+        _f("language", "text", False),
+        _f("version", "text", False),
+        _f("running", "array", False, (RUNNING_TRIAL, MAX_RUNNING)),
     )),
     (HEARTBEAT, (
         _f("worker_id", "str"),
-        _f("free_slots", "uint32", False),
-        _f("running", "array", False, RUNNING_TRIAL),
+        _f("free_slots", "uint32", False, MAX_SLOTS),
+        _f("running", "array", False, (RUNNING_TRIAL, MAX_RUNNING)),
     )),
     (TRIAL_STARTED, (
         _f("worker_id", "str"),
@@ -242,7 +253,7 @@ SCHEMA = collections.OrderedDict([
         _f("worker_id", "str"),
         _f("trial_id", "str"),
         _f("attempt", "uint32"),
-        _f("reason", "str", False),
+        _f("reason", "text", False),
     )),
     (WORKER_BYE, (_f("worker_id", "str"),)),
     (NEW_TRIAL_JOB, NEW_TRIAL_JOB_BODY),
@@ -250,7 +261,7 @@ SCHEMA = collections.OrderedDict([
     (KILL_TRIAL_JOB, (
         _f("trial_id", "str"),
         _f("attempt", "uint32"),
-        _f("reason", "str", False),
+        _f("reason", "text", False),
     )),
     (METRIC_ACK, (
         _f("trial_id", "str"),
@@ -265,13 +276,13 @@ SCHEMA = collections.OrderedDict([
     )),
     (ERROR_EVENT, (
         _f("code", "str"),
-        _f("message", "str", False),
+        _f("message", "text", False),
         _f("source", "str", False),
     )),
     (OK, (_f("data", "any", False),)),
     (ERROR, (
         _f("code", "str"),
-        _f("message", "str", False),
+        _f("message", "text", False),
     )),
 ])
 TYPE_CODES = tuple(SCHEMA)
@@ -315,6 +326,11 @@ def _metric(value, name):
                         name)
 
 
+def _utf8_size(text):
+    # Strings decode with surrogateescape, so undecodable bytes count as one each.
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
 def _bad(name, want):
     return ProtocolError(BAD_FIELD, f"{name}: expected {want}", name)
 
@@ -322,14 +338,22 @@ def _bad(name, want):
 def _check_value(field, value, name, path, encoding):
     """Validates one present (non-None) value; returns it in canonical form."""
     kind = field.kind
-    if kind == "str":
+    if kind in ("str", "text"):
         if not isinstance(value, str):
             raise _bad(name, "a string")
+        size = _utf8_size(value)
+        most = MAX_ID_BYTES if kind == "str" else MAX_TEXT_BYTES
+        if size > most:
+            raise ProtocolError(BAD_FIELD, f"{name}: {size} bytes is over the limit of {most} bytes",
+                                name)
         return value
     if kind in ("uint32", "uint64"):
         limit = _UINT32_MAX if kind == "uint32" else _UINT64_MAX
         if not _is_int(value) or value < 0 or value > limit:
             raise _bad(name, "a non-negative integer in range")
+        if field.arg is not None and value > field.arg:
+            raise ProtocolError(BAD_FIELD, f"{name}: {value} is over the limit of {field.arg}",
+                                name)
         out = value
     elif kind == "int64":
         if not _is_int(value) or value < _INT64_MIN or value > _INT64_MAX:
@@ -342,6 +366,9 @@ def _check_value(field, value, name, path, encoding):
     elif kind == "map":
         if not isinstance(value, dict):
             raise _bad(name, "a map")
+        if field.arg is not None and len(value) > field.arg:
+            raise ProtocolError(BAD_FIELD, f"{name}: {len(value)} keys is over the limit of "
+                                           f"{field.arg}", name)
         return value
     elif kind == "any":
         return value
@@ -349,6 +376,9 @@ def _check_value(field, value, name, path, encoding):
         _metric(value, name)
         return value
     elif kind == "id":
+        if isinstance(value, str) and _utf8_size(value) > MAX_ID_BYTES:
+            raise ProtocolError(BAD_FIELD, f"{name}: {_utf8_size(value)} bytes is over the limit "
+                                           f"of {MAX_ID_BYTES} bytes", name)
         if isinstance(value, str) or (_is_int(value) and _INT64_MIN <= value <= _INT64_MAX):
             return value
         raise _bad(name, "an integer, a string or nil")
@@ -365,12 +395,16 @@ def _check_value(field, value, name, path, encoding):
     elif kind == "array":
         if not isinstance(value, (list, tuple)):
             raise _bad(name, "an array")
+        item_fields, most = field.arg
+        if len(value) > most:
+            raise ProtocolError(BAD_FIELD, f"{name}: {len(value)} items is over the limit of "
+                                           f"{most}", name)
         items = []
         for i, item in enumerate(value):
             item_name = f"{name}[{i}]"
             if not isinstance(item, dict):
                 raise ProtocolError(BAD_FIELD, f"{item_name}: expected a map", item_name)
-            items.append(_check_fields(field.arg, item, item_name, path + (field.key,), encoding))
+            items.append(_check_fields(item_fields, item, item_name, path + (field.key,), encoding))
         return items
     else:
         raise AssertionError(kind)
@@ -485,14 +519,21 @@ def _decode_envelope(root, msg_id, readable_id):
         raise ProtocolError(MISSING_FIELD, "envelope.type is required", "envelope.type")
     if not isinstance(type_code, str):
         raise _bad("envelope.type", "a string")
-    if msg_id is not None and not (_is_int(msg_id) and msg_id >= 0):
+    if _utf8_size(type_code) > MAX_ID_BYTES:
+        raise ProtocolError(BAD_FIELD, f"envelope.type: {_utf8_size(type_code)} bytes is over the "
+                                       f"limit of {MAX_ID_BYTES} bytes", "envelope.type")
+    # Every envelope has exactly its four keys (§3): a nil or absent id or
+    # body is refused like any required field.
+    if "id" not in root:
+        raise ProtocolError(MISSING_FIELD, "envelope.id is required", "envelope.id")
+    if not (_is_int(msg_id) and msg_id >= 0):
         raise _bad("envelope.id", "a non-negative integer")
     fields = SCHEMA.get(type_code)
     if fields is None:
         raise ProtocolError(UNKNOWN_TYPE, f'unknown message type "{type_code}"')
+    if "body" not in root:
+        raise ProtocolError(MISSING_FIELD, "envelope.body is required", "envelope.body")
     body = root.get("body")
-    if body is None:
-        body = {}
     if not isinstance(body, dict):
         raise _bad("envelope.body", "a map")
     return Message(PROTOCOL_VERSION, type_code, readable_id,

@@ -54,6 +54,11 @@ struct Trial {
   bool assessor_stopped = false;
   bool kill_sent = false;
   bool awaiting_reattach = false;  // restored as running: its worker may come back
+
+  // A new lease: attempt + 1. The previous attempt's results no longer count
+  // (wire-format.md §5.3: a trial's metrics are its current attempt's); the
+  // store keeps them, marked superseded.
+  void NextAttempt();
 };
 
 // What the engine asks the outside world to do. Implemented by the server
@@ -213,8 +218,15 @@ class Engine {
   // Control: a customized trial (AD), offered like any other.
   const Trial& AddCustomized(protocol::Packed parameters, Clock::time_point now);
   // Control: trials a client runs itself (GE), never offered to workers.
-  const Trial& AddExternal(int64_t parameter_id, protocol::Packed parameters,
-                           Clock::time_point now);
+  // They count against max_trials, and the experiment is not DONE while one
+  // runs. ReserveExternal hands out at most `count` ids within the budget
+  // (none when it is used up; BadState once the experiment takes no new
+  // trials); the tuner's answer for them goes to OnExternalParameters,
+  // which creates the trials (ids it did not answer are released).
+  Status ReserveExternal(uint32_t count, Clock::time_point now, std::vector<int64_t>* ids);
+  std::vector<const Trial*> OnExternalParameters(
+      const std::vector<int64_t>& ids,
+      std::vector<std::pair<int64_t, protocol::Packed>> params, Clock::time_point now);
 
   // Timers: ack timeouts, worker liveness, duration budget. Call often.
   void Tick(Clock::time_point now);
@@ -308,7 +320,10 @@ class Engine {
                 Clock::time_point now);
   void ReconcileRunning(Worker& worker, const std::vector<protocol::RunningTrial>& running,
                         bool from_hello, Clock::time_point now);
-  void DropWorker(const std::string& worker_id, std::string_view why);
+  void DropWorker(const std::string& worker_id, std::string_view why, Clock::time_point now);
+  // A running or offered trial whose worker is gone: offered again as a new
+  // attempt, unless its FINAL was accepted, when it ends SUCCEEDED.
+  void WorkerLost(Trial& trial, std::string_view why, Clock::time_point now);
   bool BudgetOpen(Clock::time_point now) const;
   void Pump(Clock::time_point now);
   void UpdateStatus(Clock::time_point now);
@@ -326,7 +341,8 @@ class Engine {
   std::unordered_map<std::string, Worker> workers_;
   std::deque<std::string> waiting_;  // trial ids, front first
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
-  size_t running_ = 0;
+  size_t running_ = 0;              // worker trials running
+  size_t external_running_ = 0;     // GE trials not ended yet
   size_t inflight_ids_ = 0;          // ids asked of the tuner, not answered
   // Ids the tuner was asked for and did not answer (NNI's credit): it may
   // still emit them through send_trial, so they count against the trial

@@ -30,7 +30,7 @@ namespace tunehost::host {
 
 struct Trial;
 
-inline constexpr int kStoreSchemaVersion = 1;
+inline constexpr int kStoreSchemaVersion = 2;
 
 // A trial as the store has it (resume and view rebuild the engine from these).
 struct StoredTrial {
@@ -39,7 +39,7 @@ struct StoredTrial {
   int64_t parameter_id = 0;
   protocol::ParameterSource source = protocol::ParameterSource::kAlgorithm;
   protocol::Packed parameters;
-  std::string state;  // WAITING, RUNNING, ENDED
+  std::string state;  // WAITING, OFFERED (an offer not answered yet), RUNNING, ENDED
   std::optional<protocol::TrialStatus> status;
   uint32_t attempt = 0;
   uint32_t offers = 0;
@@ -49,6 +49,7 @@ struct StoredTrial {
   int64_t end_order = -1;                      // position among ended trials
   int64_t result_order = -1;  // position among results handed to the tuner; -1: none
   bool final_synthesized = false;
+  // The current attempt's results (superseded attempts' rows are not read).
   std::map<uint64_t, protocol::Metric> periodical;  // by sequence
   std::optional<protocol::Metric> final_metric;
 };
@@ -81,7 +82,11 @@ class Store {
   void PutTrial(const Trial& t, double created, double started, double ended, int64_t end_order);
   void AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
                      std::string_view worker_id, std::string_view detail);
+  // Keyed by (trial, attempt, type, sequence): a duplicate is ignored.
   void PutMetric(const std::string& trial_id, const protocol::ReportMetricData& m);
+  // Marks the rows of attempts before `current_attempt` superseded: kept for
+  // the record, never read back into a trial.
+  void SupersedeMetrics(const std::string& trial_id, uint32_t current_attempt);
   void AddEvent(std::string_view type, const protocol::Packed& body);
   // The trial's result was handed to the tuner as the `order`-th result (the
   // first time only).

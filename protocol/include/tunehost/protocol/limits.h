@@ -1,0 +1,46 @@
+// Bounds on everything that arrives from outside (wire-format.md §3.2). A
+// decoder refuses a value over its bound with `bad_field` naming the bound,
+// before anything is allocated for it; the host applies the host-side bounds
+// (workers, offers, subscriptions, connections) where those things are kept.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tunehost::protocol {
+
+// Identifiers: trial, worker, experiment and parameter ids, plugin names,
+// message and error codes, the ER source, the LT status.
+inline constexpr size_t kMaxIdBytes = 256;
+// Free text: a trial end's error, a rejection's or kill's reason, a worker's
+// language and version, an error message.
+inline constexpr size_t kMaxTextBytes = 64 * 1024;
+// Containers nested inside any value (search spaces, parameters, metrics).
+inline constexpr size_t kMaxDepth = 32;
+// Keys of a parameters map (AD, FD records, TR) and of a search space.
+inline constexpr size_t kMaxParameters = 1024;
+// GE count: parameter sets asked for in one request.
+inline constexpr uint32_t kMaxRequestCount = 1024;
+// WH slots, HB free_slots, Resources gpus.
+inline constexpr uint32_t kMaxSlots = 1024;
+// Items of a WH/HB running list (a worker runs at most kMaxSlots trials).
+inline constexpr size_t kMaxRunning = kMaxSlots;
+// IN/UX concurrency.
+inline constexpr uint32_t kMaxConcurrency = 100000;
+// FD records in one request.
+inline constexpr size_t kMaxImportRecords = 100000;
+
+// Host-side bounds.
+// Workers one host keeps track of; a WH beyond it is refused (logged).
+inline constexpr size_t kMaxWorkers = 10000;
+// Offers out at once, over all workers.
+inline constexpr size_t kMaxInflightOffers = 4096;
+// Parameter ids asked of the tuner in one generate call.
+inline constexpr size_t kMaxGenerateBatch = 1024;
+// Largest message a subscriber may send to the events socket (a
+// subscription: "worker.<id>." or "event.<code>").
+inline constexpr size_t kMaxSubscriptionBytes = 512;
+// Distinct subscription topics the events socket holds at once.
+inline constexpr size_t kMaxSubscriptions = 65536;
+
+}  // namespace tunehost::protocol
