@@ -7,6 +7,8 @@
 #include <msgpack.hpp>
 #include <spdlog/spdlog.h>
 
+#include "tunehost/protocol/limits.h"
+
 namespace tunehost::host {
 
 namespace p = tunehost::protocol;
@@ -245,7 +247,11 @@ Engine::Worker* Engine::Seen(const std::string& worker_id, Clock::time_point now
   return &it->second;
 }
 
-void Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
+Status Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
+  if (workers_.count(m.worker_id) == 0 && workers_.size() >= p::kMaxWorkers) {
+    return Status::BadState("worker " + m.worker_id + " refused: " +
+                            std::to_string(p::kMaxWorkers) + " workers is the limit");
+  }
   Worker& w = workers_[m.worker_id];
   bool fresh = w.id.empty();
   w.id = m.worker_id;
@@ -259,6 +265,7 @@ void Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
   }
   ReconcileRunning(w, m.running, /*from_hello=*/true, now);
   Pump(now);
+  return Status::Ok();
 }
 
 void Engine::OnHeartbeat(const p::Heartbeat& m, Clock::time_point now) {
@@ -319,8 +326,12 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
   }
 }
 
-void Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
+Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   Worker* w = Seen(m.worker_id, now);
+  if (w == nullptr && workers_.size() >= p::kMaxWorkers) {
+    return Status::BadState("trial start from worker " + m.worker_id + " refused: " +
+                            std::to_string(p::kMaxWorkers) + " workers is the limit");
+  }
   if (w == nullptr) {
     // Started before its hello reached us (or after we dropped it): accept the
     // trial, ask who it is.
@@ -334,17 +345,17 @@ void Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   auto it = trials_.find(m.trial_id);
   if (it == trials_.end()) {
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "unknown trial"});
-    return;
+    return Status::NotFound("start of unknown trial " + m.trial_id);
   }
   Trial& t = it->second;
   if (t.state == TrialState::kRunning && t.attempt == m.attempt && t.worker_id == m.worker_id) {
-    return;  // duplicate
+    return Status::Ok();  // duplicate
   }
   if (t.state != TrialState::kOffered || t.attempt != m.attempt) {
-    spdlog::info("trial {} attempt {} started on {} but is superseded: killing it", t.id,
-                 m.attempt, m.worker_id);
+    spdlog::debug("trial {} attempt {} started on {} but is superseded: killing it", t.id,
+                  m.attempt, m.worker_id);
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
-    return;
+    return Status::Ok();
   }
   offered_.erase(t.id);
   t.state = TrialState::kRunning;
@@ -356,6 +367,7 @@ void Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   sink_->TrialChanged(t, "started", "");
   spdlog::debug("trial {} attempt {} running on {}", t.id, t.attempt, m.worker_id);
   Pump(now);
+  return Status::Ok();
 }
 
 void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
@@ -439,10 +451,7 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     sink_->SendToWorker(m.worker_id, p::MetricAck{m.trial_id, m.attempt, m.sequence});
   }
   auto it = trials_.find(m.trial_id);
-  if (it == trials_.end()) {
-    spdlog::warn("metric for unknown trial {} dropped", m.trial_id);
-    return Status::NotFound("unknown trial " + m.trial_id);
-  }
+  if (it == trials_.end()) return Status::NotFound("metric for unknown trial " + m.trial_id);
   Trial& t = it->second;
   if (t.attempt != m.attempt && t.source != p::ParameterSource::kExternal) {
     spdlog::debug("metric of superseded attempt {} of trial {} dropped", m.attempt, t.id);
@@ -727,9 +736,13 @@ void Engine::Pump(Clock::time_point now) {
       EndTrial(t, p::TrialStatus::kSysCanceled, "experiment duration exhausted", now);
     }
   }
-  // Offers: never more than free slots, never more than the concurrency.
+  // Offers: never more than free slots, never more than the concurrency,
+  // never more than kMaxInflightOffers out at once.
   size_t free = free_slots();
   size_t capacity = free > offered_.size() ? free - offered_.size() : 0;
+  capacity = std::min(capacity, p::kMaxInflightOffers > offered_.size()
+                                    ? p::kMaxInflightOffers - offered_.size()
+                                    : size_t{0});
   while (capacity > 0 && !waiting_.empty() &&
          offered_.size() + running_ < options_.concurrency) {
     Trial& t = trials_.at(waiting_.front());
@@ -748,7 +761,7 @@ void Engine::Pump(Clock::time_point now) {
     size_t active = ActiveCount() + inflight_ids_ + credited_.size();
     size_t want = options_.concurrency > active ? options_.concurrency - active : 0;
     size_t takers = free > active - running_ ? free - (active - running_) : 0;
-    size_t n = std::min(want, takers);
+    size_t n = std::min({want, takers, p::kMaxGenerateBatch});
     if (options_.max_trials != 0) {
       n = std::min<size_t>(
           n, options_.max_trials - stats_.created - inflight_ids_ - credited_.size());

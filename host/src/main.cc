@@ -3,6 +3,7 @@
 // `view` (a stored experiment), `plugins`.
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <cerrno>
 #include <cstring>
 #include <sys/wait.h>
@@ -80,6 +81,40 @@ class StopOnSignal {
   }
   ~StopOnSignal() { g_server.store(nullptr); }
 };
+
+// --- file descriptors: every connection is one (wire-format.md §1.1) ---
+
+constexpr rlim_t kMaxFileLimit = rlim_t{1} << 20;
+// Descriptors kept for the store, plugins, local workers' pipes and logs.
+constexpr size_t kReservedFiles = 256;
+constexpr size_t kMaxConnectionsPerSocket = 4096;
+
+// Raises the soft limit on open files to the hard one and returns it.
+size_t RaiseFileLimit() {
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  const rlim_t wanted = std::min(rl.rlim_max, kMaxFileLimit);
+  if (rl.rlim_cur < wanted) {
+    struct rlimit raised = rl;
+    raised.rlim_cur = wanted;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  return static_cast<size_t>(std::min(rl.rlim_cur, kMaxFileLimit));
+}
+
+// Connections each of the four sockets admits: the file limit shared out,
+// so a flood on one socket cannot take the descriptors the control socket
+// needs to keep answering.
+size_t ConnectionsPerSocket(size_t file_limit) {
+  const size_t usable = file_limit > kReservedFiles + 64 ? file_limit - kReservedFiles : 64;
+  const size_t share = std::min(usable / 4, kMaxConnectionsPerSocket);
+  if (share < 256) {
+    spdlog::warn("open-file limit {} allows only {} connections per socket; raise it (ulimit "
+                 "-n) for more workers",
+                 file_limit, share);
+  }
+  return share;
+}
 
 // --- shared options ---
 
@@ -173,6 +208,7 @@ struct ServeArgs {
   size_t max_message_bytes = protocol::kDefaultMaxMessageBytes;
   int64_t heartbeat_ms = 1000;
   int64_t ack_timeout_ms = 2000;
+  size_t max_connections = 0;  // 0: from the open-file limit
 };
 
 int CmdServe(const ServeArgs& args) {
@@ -183,6 +219,9 @@ int CmdServe(const ServeArgs& args) {
   options.max_message_bytes = args.max_message_bytes;
   options.heartbeat_interval = std::chrono::milliseconds(args.heartbeat_ms);
   options.ack_timeout = std::chrono::milliseconds(args.ack_timeout_ms);
+  const size_t file_limit = RaiseFileLimit();
+  options.max_connections =
+      args.max_connections != 0 ? args.max_connections : ConnectionsPerSocket(file_limit);
   Server server(options, &registry);
   Status st = server.Bind();
   if (!st.ok()) {
@@ -505,6 +544,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   }
   options.exit_when_finished = true;
   options.deduplicate = config.timing.deduplicate.value_or(false);
+  options.max_connections = ConnectionsPerSocket(RaiseFileLimit());
 
   auto server = std::make_unique<Server>(options, &registry);
   st = server->Bind();
@@ -939,6 +979,11 @@ int Main(int argc, char** argv) {
       ->add_option("--ack-timeout-ms", serve.ack_timeout_ms, "time a worker has to answer an offer")
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
       ->capture_default_str();
+  serve_cmd
+      ->add_option("--max-connections", serve.max_connections,
+                   "connections each socket admits (default: the open-file limit shared by the "
+                   "four sockets, at most 4096)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   AddLogLevel(serve_cmd, &log_level);
 
   RunArgs run;

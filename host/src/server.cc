@@ -8,6 +8,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include <msgpack.hpp>
@@ -15,11 +16,14 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "tunehost/host/connection_gate.h"
 #include "tunehost/host/control_queries.h"
+#include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
 #include "tunehost/host/store.h"
 #include "tunehost/host/strand.h"
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 
 namespace tunehost::host {
 
@@ -31,6 +35,20 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 constexpr size_t kMaxBatch = 1024;  // messages per socket per loop turn, for fairness
 constexpr auto kCheckpointInterval = std::chrono::seconds(5);
 constexpr auto kMetaInterval = std::chrono::seconds(1);
+// Per-connection queues (messages): with the size limits below they bound
+// what one peer can make the host hold (wire-format.md §1.1).
+constexpr int kControlReceiveQueue = 64;
+constexpr int kResultsReceiveQueue = 64;
+constexpr int kEventsReceiveQueue = 64;
+// Workers never send on the jobs socket.
+constexpr int64_t kJobsMaxInbound = 1024;
+constexpr auto kHandshakeInterval = std::chrono::seconds(10);
+
+// The address a message came from ("" when the transport has none).
+std::string PeerOf(const zmq::message_t& m) {
+  const char* address = zmq_msg_gets(const_cast<zmq_msg_t*>(m.handle()), "Peer-Address");
+  return address ? address : "";
+}
 
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -128,7 +146,7 @@ class Server::Impl final : public EngineSink {
         control_(ctx_, zmq::socket_type::router),
         jobs_(ctx_, zmq::socket_type::push),
         results_(ctx_, zmq::socket_type::pull),
-        events_(ctx_, zmq::socket_type::pub),
+        events_(ctx_, zmq::socket_type::xpub),
         engine_(EngineOptions{}, this) {
     if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) {
       throw std::runtime_error("pipe2 failed");
@@ -145,14 +163,28 @@ class Server::Impl final : public EngineSink {
   }
 
   Status Bind() {
-    const int64_t hard_limit = static_cast<int64_t>(options_.max_message_bytes) * 64;
+    // Every bound socket has a size limit and bounded queues (§1.1): a
+    // message up to twice the limit is still read (and answered too_large
+    // on control, dropped on results); ZeroMQ drops a connection that sends
+    // more. Nothing a peer sends can make the host hold more than
+    // connections x queue x size.
+    const int64_t hard_limit = static_cast<int64_t>(options_.max_message_bytes) * 2;
+    gate_ = std::make_unique<ConnectionGate>(
+        ctx_, ConnectionGate::Options{options_.max_connections, kHandshakeInterval});
     control_.set(zmq::sockopt::maxmsgsize, hard_limit);
+    control_.set(zmq::sockopt::rcvhwm, kControlReceiveQueue);
     results_.set(zmq::sockopt::maxmsgsize, hard_limit);
+    results_.set(zmq::sockopt::rcvhwm, kResultsReceiveQueue);
+    jobs_.set(zmq::sockopt::maxmsgsize, kJobsMaxInbound);
     control_.set(zmq::sockopt::linger, 0);
     jobs_.set(zmq::sockopt::linger, 0);
     jobs_.set(zmq::sockopt::sndhwm, 1);  // busy workers' pipes fill: PUSH skips them
-    events_.set(zmq::sockopt::linger, 100);
     results_.set(zmq::sockopt::linger, 0);
+    ConfigureEvents();
+    gate_->Attach(control_, "control");
+    gate_->Attach(jobs_, "jobs");
+    gate_->Attach(results_, "results");
+    gate_->Attach(events_, "events");
     struct {
       zmq::socket_t* socket;
       const std::string* endpoint;
@@ -425,13 +457,15 @@ class Server::Impl final : public EngineSink {
         {results_.handle(), 0, ZMQ_POLLIN, 0},
         {nullptr, wake_[0], ZMQ_POLLIN, 0},
         {jobs_.handle(), 0, 0, 0},
+        {nullptr, 0, ZMQ_POLLIN, 0},  // events: subscriptions
     };
     while (!stop_requested_.load()) {
       // A job the jobs socket refused (HWM 1) is retried as soon as it can
       // take one, not at the next tick.
       items[3].events = jobs_blocked_ ? ZMQ_POLLOUT : 0;
+      items[4].socket = events_.handle();  // a new socket after a rebind
       try {
-        zmq::poll(items, 4, kPollInterval);
+        zmq::poll(items, 5, kPollInterval);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         return Status::Internal(std::string("poll failed: ") + e.what());
@@ -440,7 +474,12 @@ class Server::Impl final : public EngineSink {
       if (items[1].revents & ZMQ_POLLIN) DrainResults();
       if (items[2].revents & ZMQ_POLLIN) DrainWake();
       if (items[3].revents & ZMQ_POLLOUT) jobs_blocked_ = false;
+      if (items[4].revents & ZMQ_POLLIN) DrainSubscriptions();
       RunCompletions();
+      const auto turn = Clock::now();
+      control_drops_.Flush(turn);
+      results_drops_.Flush(turn);
+      events_drops_.Flush(turn);
       if (!viewed_) engine_.Tick(Clock::now());
       FlushStore(false);
       if (on_tick_ && Clock::now() - ticked_at_ >= std::chrono::seconds(1)) {
@@ -786,48 +825,113 @@ class Server::Impl final : public EngineSink {
       if (!got) return;
       if (msg.more()) {
         // Workers send single frames; skip the rest of a multi-frame message.
+        const std::string peer = PeerOf(msg);
         while (msg.more() && results_.recv(msg, zmq::recv_flags::dontwait)) {
         }
-        spdlog::warn("results: multi-frame message dropped");
+        results_drops_.Drop(peer, "multi-frame message", Clock::now());
         continue;
       }
-      HandleResult(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
+      Status st =
+          HandleResult(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
+      if (!st.ok()) results_drops_.Drop(PeerOf(msg), st.ToString(), Clock::now());
     }
   }
 
-  void HandleResult(std::string_view bytes) {
+  // Not OK: the message was dropped (the caller logs it, rate-limited).
+  Status HandleResult(std::string_view bytes) {
     p::Message m;
     p::DecodeOptions opts{options_.max_message_bytes};
     Status st = p::Decode(bytes, &m, opts);
-    if (!st.ok()) {
-      spdlog::warn("results: dropped {}-byte message: {}", bytes.size(), st.ToString());
-      return;
-    }
+    if (!st.ok()) return st;
     auto now = Clock::now();
     if (auto* b = std::get_if<p::WorkerHello>(&m.body)) {
-      engine_.OnHello(*b, now);
+      return engine_.OnHello(*b, now);
     } else if (auto* b = std::get_if<p::Heartbeat>(&m.body)) {
       engine_.OnHeartbeat(*b, now);
     } else if (auto* b = std::get_if<p::TrialStarted>(&m.body)) {
-      engine_.OnStarted(*b, now);
+      return engine_.OnStarted(*b, now);
     } else if (auto* b = std::get_if<p::TrialRejected>(&m.body)) {
       engine_.OnRejected(*b, now);
     } else if (auto* b = std::get_if<p::ReportMetricData>(&m.body)) {
       if (b->worker_id.empty()) {
-        spdlog::warn("results: metric without worker_id dropped (trial {})", b->trial_id);
-        return;
+        return Status::MissingField("metric without worker_id (trial " + b->trial_id + ")");
       }
-      engine_.OnMetric(*b, now);
+      return engine_.OnMetric(*b, now);
     } else if (auto* b = std::get_if<p::TrialEnd>(&m.body)) {
       if (b->worker_id.empty()) {
-        spdlog::warn("results: trial end without worker_id dropped (trial {})", b->trial_id);
-        return;
+        return Status::MissingField("trial end without worker_id (trial " + b->trial_id + ")");
       }
-      engine_.OnTrialEnd(*b, now);
+      return engine_.OnTrialEnd(*b, now);
     } else if (auto* b = std::get_if<p::WorkerBye>(&m.body)) {
       engine_.OnBye(*b, now);
     } else {
-      spdlog::warn("results: unexpected message type {} dropped", m.type);
+      return Status::UnknownType("type " + m.type + " is not sent on the results socket");
+    }
+    return Status::Ok();
+  }
+
+  // --- events socket: subscriptions (an XPUB, so they can be counted) ---
+  void ConfigureEvents() {
+    events_.set(zmq::sockopt::linger, 100);
+    // A subscription is a topic ("worker.<id>.", "event.<code>"): short.
+    events_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(p::kMaxSubscriptionBytes));
+    // Subscriptions reach libzmq's trie in batches of at most this many per
+    // connection before the host counts them.
+    events_.set(zmq::sockopt::rcvhwm, kEventsReceiveQueue);
+  }
+
+  // Reads every notification there is: libzmq adds a topic to its trie
+  // before the host hears of it, so the host must keep up with a flood.
+  void DrainSubscriptions() {
+    for (;;) {
+      zmq::message_t msg;
+      if (!events_.recv(msg, zmq::recv_flags::dontwait)) return;
+      const auto* data = static_cast<const unsigned char*>(msg.data());
+      if (msg.size() == 0 || (data[0] != 0 && data[0] != 1) || msg.more()) {
+        events_drops_.Drop(PeerOf(msg), "not a subscription", Clock::now());
+        while (msg.more() && events_.recv(msg, zmq::recv_flags::dontwait)) {
+        }
+        continue;
+      }
+      // The XPUB reports a topic when its first subscriber comes and when
+      // its last one leaves (disconnects included).
+      const size_t topic = msg.size() - 1;
+      if (data[0] == 1) {
+        subscription_bytes_ += topic;
+      } else {
+        subscription_bytes_ -= std::min(subscription_bytes_, topic);
+      }
+      if (subscription_bytes_ > p::kMaxSubscriptionTopicBytes) {
+        spdlog::error("events socket: distinct subscriptions over {} bytes; dropping every "
+                      "subscriber (they reconnect and subscribe again)",
+                      p::kMaxSubscriptionTopicBytes);
+        RebindEvents();
+        return;
+      }
+    }
+  }
+
+  // libzmq cannot drop one subscriber's subscriptions: a new socket on the
+  // same endpoint frees them all; subscribers reconnect by themselves.
+  void RebindEvents() {
+    gate_->Detach(events_, "events");
+    events_.close();
+    events_ = zmq::socket_t(ctx_, zmq::socket_type::xpub);
+    ConfigureEvents();
+    gate_->Attach(events_, "events");
+    subscription_bytes_ = 0;
+    // The old listener closes asynchronously: the port may be busy a moment.
+    for (int tries = 0;; ++tries) {
+      try {
+        events_.bind(bound_.events);
+        return;
+      } catch (const zmq::error_t& e) {
+        if (tries == 50) {
+          spdlog::error("events socket: cannot bind {} again: {}", bound_.events, e.what());
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
   }
 
@@ -853,12 +957,15 @@ class Server::Impl final : public EngineSink {
         payload = 2;
       }
       if (frames.size() != payload + 1) {
-        Reply(peer, Status::BadFrame("expected one payload frame, got " +
-                                     std::to_string(frames.size() - 1)));
+        Status st = Status::BadFrame("expected one payload frame, got " +
+                                     std::to_string(frames.size() - 1));
+        control_drops_.Drop(PeerOf(frames.back()), st.ToString(), Clock::now());
+        Reply(peer, st);
         continue;
       }
       HandleControl(peer, std::string_view(static_cast<const char*>(frames[payload].data()),
-                                           frames[payload].size()));
+                                           frames[payload].size()),
+                    PeerOf(frames[payload]));
     }
   }
 
@@ -881,13 +988,13 @@ class Server::Impl final : public EngineSink {
     SendReply(peer, p::OkReply{std::move(data)});
   }
 
-  void HandleControl(Peer peer, std::string_view bytes) {
+  void HandleControl(Peer peer, std::string_view bytes, const std::string& address) {
     p::Message m;
     p::DecodeOptions opts{options_.max_message_bytes};
     Status st = p::Decode(bytes, &m, opts);
     peer.request_id = m.id;
     if (!st.ok()) {
-      spdlog::warn("control: bad request: {}", st.ToString());
+      control_drops_.Drop(address, st.ToString(), Clock::now());
       Reply(peer, st);
       return;
     }
@@ -1093,6 +1200,12 @@ class Server::Impl final : public EngineSink {
   PluginRegistry* registry_;
   zmq::context_t ctx_;
   zmq::socket_t control_, jobs_, results_, events_;
+  // After the context and sockets: stops (and closes its sockets) first.
+  std::unique_ptr<ConnectionGate> gate_;
+  size_t subscription_bytes_ = 0;  // of the distinct topics subscribed on events_
+  DropLog control_drops_{"control socket"};
+  DropLog results_drops_{"results socket"};
+  DropLog events_drops_{"events socket"};
   Endpoints bound_;
   int wake_[2] = {-1, -1};
   std::atomic<bool> wake_pending_{false};

@@ -194,10 +194,12 @@ class Engine {
   // ERROR with a reason: no new trials; what runs may finish.
   void Fail(std::string reason);
 
-  // Worker messages (results socket).
-  void OnHello(const protocol::WorkerHello& m, Clock::time_point now);
+  // Worker messages (results socket). A Status that is not OK means the
+  // message was refused (a worker over protocol::kMaxWorkers, a trial that
+  // does not exist); the caller logs it, rate-limited.
+  Status OnHello(const protocol::WorkerHello& m, Clock::time_point now);
   void OnHeartbeat(const protocol::Heartbeat& m, Clock::time_point now);
-  void OnStarted(const protocol::TrialStarted& m, Clock::time_point now);
+  Status OnStarted(const protocol::TrialStarted& m, Clock::time_point now);
   void OnRejected(const protocol::TrialRejected& m, Clock::time_point now);
   void OnBye(const protocol::WorkerBye& m, Clock::time_point now);
   // Metrics and trial ends, from workers (acknowledged with MA) or from

@@ -35,6 +35,8 @@ struct ServerOptions {
   // DeduplicateMiddleware: a configuration that already succeeded is answered
   // with its stored result instead of running again.
   bool deduplicate = false;
+  // Live connections each bound socket admits (wire-format.md §1.1).
+  size_t max_connections = 4096;
 };
 
 // Experiment statuses (NNI names).

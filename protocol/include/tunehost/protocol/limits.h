@@ -37,10 +37,12 @@ inline constexpr size_t kMaxWorkers = 10000;
 inline constexpr size_t kMaxInflightOffers = 4096;
 // Parameter ids asked of the tuner in one generate call.
 inline constexpr size_t kMaxGenerateBatch = 1024;
-// Largest message a subscriber may send to the events socket (a
-// subscription: "worker.<id>." or "event.<code>").
-inline constexpr size_t kMaxSubscriptionBytes = 512;
-// Distinct subscription topics the events socket holds at once.
-inline constexpr size_t kMaxSubscriptions = 65536;
+// Largest message a subscriber may send to the events socket: a
+// subscription flag and topic ("worker.<id>." with an id of kMaxIdBytes).
+inline constexpr size_t kMaxSubscriptionBytes = kMaxIdBytes + 16;
+// Bytes of the distinct subscription topics the events socket holds at
+// once. libzmq keeps topics in a trie of about 32 bytes per character, so
+// this bounds it near 32 MiB; 10 000 workers' topics take about 400 KiB.
+inline constexpr size_t kMaxSubscriptionTopicBytes = 1 << 20;
 
 }  // namespace tunehost::protocol
