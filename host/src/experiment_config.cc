@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 
 // Key policy. The reader takes NNI v2 experiment configs (camelCase keys).
 // A key NNI has but tunehost lacks is either
@@ -421,6 +422,31 @@ Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string&
                                if (!v.IsMap()) return ctx.Error(v, full, "must be a map");
                                return ToPacked(ctx, v, full, &out->args);
                              }
+                             if (k == "isolation") {
+                               // tunehost: where the plugin runs (wire-format.md
+                               // §4.2 PluginSpec).
+                               std::string where;
+                               Status s = GetString(ctx, v, full, &where);
+                               if (!s.ok()) return s;
+                               protocol::PluginIsolation isolation;
+                               if (!protocol::ParsePluginIsolation(where, &isolation)) {
+                                 return ctx.Error(v, full,
+                                                  "must be in-process or process, got '" +
+                                                      where + "'");
+                               }
+                               out->isolation = isolation;
+                               return Status::Ok();
+                             }
+                             if (k == "memoryLimitMb") {
+                               int64_t mb = 0;
+                               Status s = GetInt(ctx, v, full, 1,
+                                                 static_cast<int64_t>(
+                                                     protocol::kMaxMemoryLimitMb),
+                                                 &mb);
+                               if (!s.ok()) return s;
+                               out->memory_limit_mb = static_cast<uint64_t>(mb);
+                               return Status::Ok();
+                             }
                              if (k == "className" || k == "codeDirectory") {
                                return ctx.Error(
                                    key_node, full,
@@ -431,6 +457,10 @@ Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string&
                            });
   if (!st.ok()) return st;
   if (!has_name) return ctx.Error(n, key + ".name", "required");
+  if (out->memory_limit_mb && out->isolation != protocol::PluginIsolation::kProcess) {
+    return ctx.Error(n, key + ".memoryLimitMb",
+                     "applies to a plugin in a process of its own: add isolation: process");
+  }
   return Status::Ok();
 }
 
@@ -487,6 +517,13 @@ Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOption
           Status s = GetBool(ctx, v, full, &b);
           if (!s.ok()) return s;
           out->deduplicate = b;
+          return Status::Ok();
+        }
+        if (k == "pluginCallTimeoutMs") {
+          Status s = GetInt(ctx, v, full, 1,
+                            static_cast<int64_t>(protocol::kMaxPluginTimeoutS * 1000), &value);
+          if (!s.ok()) return s;
+          out->plugin_call_timeout = std::chrono::milliseconds(value);
           return Status::Ok();
         }
         if (k == "maxMessageBytes") {

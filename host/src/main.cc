@@ -51,6 +51,9 @@ constexpr char kVersion[] = TH_HOST_VERSION;
 
 std::atomic<Server*> g_server{nullptr};
 volatile sig_atomic_t g_stop_requested = 0;
+// A plugin call never returned: the process ends with _exit (no static
+// destructors run under a thread that is still inside the plugin).
+bool g_plugin_abandoned = false;
 static_assert(std::atomic<Server*>::is_always_lock_free, "read from a signal handler");
 
 extern "C" void HandleStopSignal(int sig) {
@@ -230,6 +233,7 @@ int CmdServe(const ServeArgs& args) {
   }
   StopOnSignal stop(&server);
   st = server.Run();
+  g_plugin_abandoned = server.abandoned_plugin();
   if (!st.ok()) {
     spdlog::error("{}", st.message());
     return kExitFailed;
@@ -358,9 +362,11 @@ class HostFile {
 // lock belongs to the open file, so a --detach child keeps it.
 class ExperimentLock {
  public:
-  bool Acquire(const fs::path& dir, const std::string& id) {
+  // `shared`: a view that serves the store read-only (tunectl then knows a
+  // host answers for the experiment).
+  bool Acquire(const fs::path& dir, const std::string& id, bool shared = false) {
     fd_ = open((dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ >= 0 && flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+    if (fd_ >= 0 && flock(fd_, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) return true;
     std::fprintf(stderr, "tunehost: experiment %s is in use by another tunehost process%s\n",
                  id.c_str(), fd_ < 0 ? (std::string(" (") + std::strerror(errno) + ")").c_str()
                                      : "");
@@ -373,6 +379,21 @@ class ExperimentLock {
  private:
   int fd_ = -1;
 };
+
+// Whether a host process holds the experiment's lock right now.
+bool HostHoldsLock(const fs::path& dir) {
+  int fd = open((dir / "lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // Exclusive: a run or resume host holds it exclusively, a serving view shared.
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
+// A stored status no host would leave behind: the host died mid-run.
+bool UnfinishedStatus(const std::string& status) {
+  return status != "DONE" && status != "STOPPED" && status != "ERROR" && status != "UNKNOWN";
+}
 
 // The pid in a host.json whose process still runs, or 0.
 int LiveHostPid(const fs::path& host_file) {
@@ -545,6 +566,9 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   options.exit_when_finished = true;
   options.deduplicate = config.timing.deduplicate.value_or(false);
   options.max_connections = ConnectionsPerSocket(RaiseFileLimit());
+  if (config.timing.plugin_call_timeout) {
+    options.plugin_call_timeout = *config.timing.plugin_call_timeout;
+  }
 
   auto server = std::make_unique<Server>(options, &registry);
   st = server->Bind();
@@ -560,6 +584,12 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     return kExitFailed;
   }
   StopOnSignal stop(server.get());
+  // However this returns, note a plugin call that never returned (Main then
+  // leaves with _exit).
+  struct AbandonedCheck {
+    Server* server;
+    ~AbandonedCheck() { g_plugin_abandoned = g_plugin_abandoned || server->abandoned_plugin(); }
+  } abandoned_check{server.get()};
   const Endpoints& bound = server->bound();
   store->SetMeta("endpoint.control", bound.control);
   store->SetMeta("endpoint.jobs", bound.jobs);
@@ -912,8 +942,14 @@ int CmdView(const ViewArgs& args) {
   }
   const std::string mode = OptimizeModeOf(config.spec.tuner.args);
   const ExperimentSummary summary = server.Summary();
-  const std::string stored_status = store->Meta("status").value_or("UNKNOWN");
-  const std::string error = store->Meta("error").value_or("");
+  std::string stored_status = store->Meta("status").value_or("UNKNOWN");
+  std::string error = store->Meta("error").value_or("");
+  if (UnfinishedStatus(stored_status) && !HostHoldsLock(dir)) {
+    // No host holds it, yet the store says it runs: its host died.
+    error = "its host died while it was " + stored_status + "; `tunehost resume " + args.id +
+            "` continues it";
+    stored_status = "CRASHED";
+  }
   std::printf("experiment %s%s: %s%s (viewed read-only)\n", args.id.c_str(),
               config.name.empty() ? "" : (" \"" + config.name + "\"").c_str(),
               stored_status.c_str(), error.empty() ? "" : (": " + error).c_str());
@@ -932,6 +968,8 @@ int CmdView(const ViewArgs& args) {
                  args.id.c_str(), pid);
     return kExitUsage;
   }
+  ExperimentLock lock;
+  if (!lock.Acquire(dir, args.id, /*shared=*/true)) return kExitUsage;
   st = server.Bind();
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
@@ -1067,17 +1105,28 @@ int Main(int argc, char** argv) {
 
   SetUpLogging(log_level);
   InstallStopHandlers();
-  if (serve_cmd->parsed()) return CmdServe(serve);
-  if (run_cmd->parsed()) {
+  int rc = kExitOk;
+  if (serve_cmd->parsed()) {
+    rc = CmdServe(serve);
+  } else if (run_cmd->parsed()) {
     run.log_level = log_level;
-    return CmdRun(run);
-  }
-  if (resume_cmd->parsed()) {
+    rc = CmdRun(run);
+  } else if (resume_cmd->parsed()) {
     resume.log_level = log_level;
-    return CmdResume(resume);
+    rc = CmdResume(resume);
+  } else if (view_cmd->parsed()) {
+    rc = CmdView(view);
+  } else {
+    rc = CmdPlugins(plugins_dir);
   }
-  if (view_cmd->parsed()) return CmdView(view);
-  return CmdPlugins(plugins_dir);
+  if (g_plugin_abandoned) {
+    spdlog::error("a plugin call never returned; exiting without it");
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(rc == kExitOk ? kExitFailed : rc);
+  }
+  return rc;
 }
 
 }  // namespace

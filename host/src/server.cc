@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -43,6 +45,9 @@ constexpr int kEventsReceiveQueue = 64;
 // Workers never send on the jobs socket.
 constexpr int64_t kJobsMaxInbound = 1024;
 constexpr auto kHandshakeInterval = std::chrono::seconds(10);
+// After a stop, plugins get this long to finish what they were handed
+// (trial ends, the last checkpoint); then the host goes without them.
+constexpr auto kShutdownGrace = std::chrono::seconds(5);
 
 // The address a message came from ("" when the transport has none).
 std::string PeerOf(const zmq::message_t& m) {
@@ -154,6 +159,11 @@ class Server::Impl final : public EngineSink {
   }
 
   ~Impl() override {
+    // A strand left behind in a plugin call keeps its plugin: destroying
+    // (or unloading) it under the running call would crash the host.
+    StopStrands(kShutdownGrace);
+    if (tuner_stuck_) (void)tuner_.release();
+    if (assessor_stuck_) (void)assessor_.release();
     tuner_strand_.reset();
     assessor_strand_.reset();
     tuner_.reset();
@@ -161,6 +171,10 @@ class Server::Impl final : public EngineSink {
     close(wake_[0]);
     close(wake_[1]);
   }
+
+  // Whether a plugin call never returned (the host must leave the process
+  // with _exit: nothing the call uses may be destroyed).
+  bool abandoned() const { return tuner_stuck_ || assessor_stuck_; }
 
   Status Bind() {
     // Every bound socket has a size limit and bounded queues (§1.1): a
@@ -212,25 +226,48 @@ class Server::Impl final : public EngineSink {
 
   const Endpoints& bound() const { return bound_; }
 
-  // Creates the plugins and the strands; the search space is applied by the caller.
+  // Creates the strands and, on them, the plugins (a create that hangs is
+  // caught like any plugin call); the search space is applied by the caller.
   Status CreatePlugins(const p::ExperimentSpec& spec) {
-    std::unique_ptr<Tuner> tuner;
-    Status st = registry_->CreateTuner(
-        spec.tuner.name, spec.tuner.args,
-        [this](int64_t id, p::Packed params) { return SendTrial(id, std::move(params)); },
-        &tuner);
-    if (!st.ok()) return CreateFailed("tuner:" + spec.tuner.name, st);
-    std::unique_ptr<Assessor> assessor;
-    if (spec.assessor) {
-      st = registry_->CreateAssessor(spec.assessor->name, spec.assessor->args, &assessor);
-      if (!st.ok()) return CreateFailed("assessor:" + spec.assessor->name, st);
+    if (abandoned()) {
+      return Status::BadState("a plugin call of an earlier attempt never returned: restart the "
+                              "host");
     }
     spec_ = spec;
+    if (spec_.plugin_timeout_s) {
+      options_.plugin_call_timeout = std::chrono::milliseconds(
+          static_cast<int64_t>(std::ceil(*spec_.plugin_timeout_s * 1000)));
+    }
+    tuner_strand_ = std::make_unique<Strand>("tuner " + spec.tuner.name);
+    auto tuner = std::make_shared<std::unique_ptr<Tuner>>();
+    Status st = SetupCall(kTuner, "create", [this, registry = registry_, plugin = spec.tuner, tuner] {
+      return registry->CreateTuner(
+          plugin.name, plugin.args,
+          [this](int64_t id, p::Packed params) { return SendTrial(id, std::move(params)); },
+          tuner.get());
+    });
+    if (st.ok() && spec.assessor) {
+      assessor_strand_ = std::make_unique<Strand>("assessor " + spec.assessor->name);
+      auto assessor = std::make_shared<std::unique_ptr<Assessor>>();
+      st = SetupCall(kAssessor, "create", [registry = registry_, plugin = *spec.assessor, assessor] {
+        return registry->CreateAssessor(plugin.name, plugin.args, assessor.get());
+      });
+      if (st.ok()) assessor_ = std::move(*assessor);
+      if (!st.ok()) st = CreateFailed("assessor:" + spec.assessor->name, st);
+    } else if (!st.ok()) {
+      st = CreateFailed("tuner:" + spec.tuner.name, st);
+    }
+    if (!st.ok()) {
+      // Not initialized: a later IN may try again.
+      if (!abandoned()) {
+        tuner_strand_.reset();
+        assessor_strand_.reset();
+      }
+      assessor_.reset();
+      return st;
+    }
+    tuner_ = std::move(*tuner);
     if (spec_.id.empty()) spec_.id = "exp";
-    tuner_ = std::move(tuner);
-    assessor_ = std::move(assessor);
-    tuner_strand_ = std::make_unique<Strand>("tuner " + tuner_->info().name);
-    if (assessor_) assessor_strand_ = std::make_unique<Strand>("assessor " + assessor_->info().name);
     EngineOptions eo;
     eo.experiment_id = spec_.id;
     eo.concurrency = spec_.concurrency;
@@ -263,9 +300,10 @@ class Server::Impl final : public EngineSink {
     if (configured_) return Status::BadState("experiment already configured");
     Status st = CreatePlugins(spec);
     if (!st.ok()) return st;
-    std::promise<Status> done;
-    tuner_strand_->Post([&] { done.set_value(tuner_->UpdateSearchSpace(search_space)); });
-    st = done.get_future().get();
+    st = SetupCall(kTuner, "update_search_space",
+                   [tuner = tuner_.get(), search_space] {
+                     return tuner->UpdateSearchSpace(search_space);
+                   });
     if (!st.ok()) return st;
     configured_ = true;
     if (store_ && store_->LatestSearchSpace() != search_space) {
@@ -277,11 +315,95 @@ class Server::Impl final : public EngineSink {
 
   void UseStore(Store* store) { store_ = store; }
 
-  // Runs `fn` on the tuner strand and waits for it (setup only).
-  Status OnTuner(const std::function<Status()>& fn) {
-    std::promise<Status> done;
-    tuner_strand_->Post([&] { done.set_value(fn()); });
-    return done.get_future().get();
+  enum PluginKind { kTuner = 0, kAssessor = 1 };
+
+  Strand* StrandOf(PluginKind kind) const {
+    return kind == kTuner ? tuner_strand_.get() : assessor_strand_.get();
+  }
+  std::string SourceOf(PluginKind kind) const {
+    if (kind == kTuner) return "tuner:" + (tuner_ ? tuner_->info().name : spec_.tuner.name);
+    return "assessor:" + (assessor_ ? assessor_->info().name
+                                    : spec_.assessor ? spec_.assessor->name : std::string());
+  }
+
+  // A setup call (configure, resume) on a plugin's strand, waited for at
+  // most the call timeout and only while no stop was asked. `fn` must own
+  // what it uses: after a timeout it may still run.
+  Status SetupCall(PluginKind kind, const char* call, std::function<Status()> fn) {
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = done->get_future();
+    StrandOf(kind)->Post([done, fn = std::move(fn)] { done->set_value(fn()); }, call);
+    const auto deadline = Clock::now() + CallLimit(kind);
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (stop_requested_.load() || Clock::now() >= deadline) {
+        (kind == kTuner ? tuner_stuck_ : assessor_stuck_) = true;
+        if (stop_requested_.load()) {
+          return Status::BadState("stopped while " + SourceOf(kind) + " ran " + call);
+        }
+        const std::string message = SourceOf(kind) + ": " + call + " did not return within " +
+                                    std::to_string(CallLimit(kind).count() / 1000) + " s";
+        Publish(p::ErrorEvent{"plugin_timeout", message, SourceOf(kind)});
+        return Status::PluginError(message);
+      }
+    }
+    return result.get();
+  }
+
+  // How long one plugin call may run. An isolated plugin enforces the
+  // timeout itself (its runner is killed and restarted); the host's
+  // watchdog then only catches a proxy that failed to.
+  std::chrono::milliseconds CallLimit(PluginKind kind) const {
+    const auto timeout = options_.plugin_call_timeout;
+    return Isolated(kind) ? timeout * 2 + std::chrono::seconds(10) : timeout;
+  }
+  bool Isolated(PluginKind kind) const {
+    const p::PluginSpec* plugin = kind == kTuner ? &spec_.tuner
+                                                 : (spec_.assessor ? &*spec_.assessor : nullptr);
+    return plugin != nullptr && plugin->isolation == p::PluginIsolation::kProcess;
+  }
+
+  // The watchdog, once per loop turn: a plugin call that overran its limit
+  // is an ER event, once per call. An in-process tuner cannot be
+  // interrupted: the experiment fails (no new trials; what runs finishes).
+  // A hung in-process assessor is left alone: trials run on without
+  // assessment.
+  void CheckWatchdog(Clock::time_point now) {
+    for (PluginKind kind : {kTuner, kAssessor}) {
+      Strand* strand = StrandOf(kind);
+      if (strand == nullptr) continue;
+      std::optional<Strand::Busy> busy = strand->busy();
+      if (!busy || now - busy->since < CallLimit(kind) || watchdog_reported_[kind] == busy->task + 1) {
+        continue;
+      }
+      watchdog_reported_[kind] = busy->task + 1;
+      (kind == kTuner ? tuner_stuck_ : assessor_stuck_) = true;
+      const auto seconds =
+          std::chrono::duration_cast<std::chrono::seconds>(now - busy->since).count();
+      const std::string message =
+          SourceOf(kind) + ": " + (busy->call.empty() ? std::string("a call") : busy->call) +
+          " has not returned after " + std::to_string(seconds) + " s (limit " +
+          std::to_string(CallLimit(kind).count() / 1000) + " s)";
+      spdlog::error("{}", message);
+      Publish(p::ErrorEvent{"plugin_timeout", message, SourceOf(kind)});
+      if (kind == kTuner) {
+        engine_.Fail(message + "; an in-process plugin cannot be interrupted (isolation: process "
+                               "restarts it instead)");
+      } else {
+        spdlog::error("assessment stops: trials run to their end without it");
+      }
+    }
+  }
+
+  // Stops the strands, waiting at most `grace` for each; a strand that does
+  // not stop is left behind with its plugin.
+  void StopStrands(std::chrono::milliseconds grace) {
+    if (tuner_strand_ && !tuner_strand_->Stop(tuner_stuck_ ? std::chrono::milliseconds(200) : grace)) {
+      tuner_stuck_ = true;
+    }
+    if (assessor_strand_ &&
+        !assessor_strand_->Stop(assessor_stuck_ ? std::chrono::milliseconds(200) : grace)) {
+      assessor_stuck_ = true;
+    }
   }
 
   // Rebuilds the engine's trials from stored ones. With `resume`, trials the
@@ -348,9 +470,11 @@ class Server::Impl final : public EngineSink {
     uint64_t known = 0;
     bool from_checkpoint = false;
     if (auto cp = store_->Checkpoint("tuner"); cp && cp->plugin == tuner_->info().name) {
-      bool supported = false;
-      st = OnTuner([&] { return tuner_->LoadState(cp->state, &supported); });
-      if (st.ok() && supported) {
+      auto supported = std::make_shared<bool>(false);
+      st = SetupCall(kTuner, "load_state", [tuner = tuner_.get(), state = cp->state, supported] {
+        return tuner->LoadState(state, supported.get());
+      });
+      if (st.ok() && *supported) {
         known = cp->seen_results;
         from_checkpoint = true;
       } else {
@@ -360,11 +484,11 @@ class Server::Impl final : public EngineSink {
     }
     if (assessor_) {
       if (auto cp = store_->Checkpoint("assessor"); cp && cp->plugin == assessor_->info().name) {
-        std::promise<Status> done;
-        bool supported = false;
-        assessor_strand_->Post(
-            [&] { done.set_value(assessor_->LoadState(cp->state, &supported)); });
-        st = done.get_future().get();
+        auto supported = std::make_shared<bool>(false);
+        st = SetupCall(kAssessor, "load_state",
+                       [assessor = assessor_.get(), state = cp->state, supported] {
+                         return assessor->LoadState(state, supported.get());
+                       });
         if (!st.ok()) spdlog::warn("assessor checkpoint not restored: {}", st.message());
       }
     }
@@ -409,10 +533,13 @@ class Server::Impl final : public EngineSink {
     for (const auto& [order, oh] : replay) pk.pack(oh.get());
     const size_t n = replay.size();
     if (n > 0) {
-      bool supported = true;
-      st = OnTuner([&] { return tuner_->ImportData(ToPacked(records), &supported); });
+      auto supported = std::make_shared<bool>(true);
+      st = SetupCall(kTuner, "import_data",
+                     [tuner = tuner_.get(), data = ToPacked(records), supported] {
+                       return tuner->ImportData(data, supported.get());
+                     });
       if (!st.ok()) return st;
-      if (!supported) {
+      if (!*supported) {
         spdlog::warn("tuner {} neither keeps state nor imports data: it starts from scratch "
                      "({} results not replayed)",
                      tuner_->info().name, n);
@@ -477,6 +604,7 @@ class Server::Impl final : public EngineSink {
       if (items[4].revents & ZMQ_POLLIN) DrainSubscriptions();
       RunCompletions();
       const auto turn = Clock::now();
+      if (!viewed_) CheckWatchdog(turn);
       control_drops_.Flush(turn);
       results_drops_.Flush(turn);
       events_drops_.Flush(turn);
@@ -491,9 +619,9 @@ class Server::Impl final : public EngineSink {
     if (stop_requested_.load()) engine_.Stop("stopped");
     FlushStore(true);
     if (store_ && !store_failed_) Checkpoint(/*wait=*/true);
-    // Let strands finish what the engine already handed them (trial ends).
-    if (tuner_strand_) tuner_strand_->Stop();
-    if (assessor_strand_) assessor_strand_->Stop();
+    // Let strands finish what the engine already handed them (trial ends),
+    // within a bounded time: a hung plugin never holds the host.
+    StopStrands(kShutdownGrace);
     RunCompletions();
     FlushStore(true);
     running_ = false;
@@ -584,7 +712,7 @@ class Server::Impl final : public EngineSink {
         if (!st.ok()) PluginFailed("tuner", st);
         engine_.OnParameters(ids, std::move(out), no_more, st, Clock::now());
       });
-    });
+    }, "generate");
   }
 
   void TunerResult(const Trial& t, const p::Metric& metric) override {
@@ -597,18 +725,18 @@ class Server::Impl final : public EngineSink {
     PostTuner([this, id = t.parameter_id, params = t.parameters, metric, customized] {
       Status st = tuner_->ReceiveTrialResult(id, params, metric.raw, metric.scalar, customized);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
-    });
+    }, "receive_trial_result");
   }
 
   void TunerTrialEnd(const Trial& t, bool success) override {
     PostTuner([this, id = t.parameter_id, success] {
       Status st = tuner_->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
-    });
+    }, "trial_end");
   }
 
   void TunerBarrier() override {
-    PostTuner([this] { Complete([this] { engine_.OnTunerBarrier(Clock::now()); }); });
+    PostTuner([this] { Complete([this] { engine_.OnTunerBarrier(Clock::now()); }); }, "");
   }
 
   void AssessorAssess(const Trial& t, p::Packed history) override {
@@ -622,14 +750,14 @@ class Server::Impl final : public EngineSink {
         }
         engine_.OnAssessment(id, attempt, good);
       });
-    });
+    }, "assess_trial");
   }
 
   void AssessorTrialEnd(const Trial& t, bool success) override {
     PostAssessor([this, id = t.id, success] {
       Status st = assessor_->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("assessor", st); });
-    });
+    }, "trial_end");
   }
 
   void TrialFinished(const Trial& t) override {
@@ -651,12 +779,18 @@ class Server::Impl final : public EngineSink {
     }
   }
 
-  void PostTuner(std::function<void()> fn) {
-    AfterCommit([this, fn = std::move(fn)]() mutable { tuner_strand_->Post(std::move(fn)); });
+  // `call` names the plugin call for the watchdog.
+  void PostTuner(std::function<void()> fn, const char* call) {
+    AfterCommit([this, fn = std::move(fn), call]() mutable {
+      tuner_strand_->Post(std::move(fn), call);
+    });
   }
 
-  void PostAssessor(std::function<void()> fn) {
-    AfterCommit([this, fn = std::move(fn)]() mutable { assessor_strand_->Post(std::move(fn)); });
+  void PostAssessor(std::function<void()> fn, const char* call) {
+    if (assessor_stuck_) return;  // hung: nothing more is queued behind it
+    AfterCommit([this, fn = std::move(fn), call]() mutable {
+      assessor_strand_->Post(std::move(fn), call);
+    });
   }
 
   // Commits what the store holds; false (and the experiment fails) when it
@@ -724,10 +858,22 @@ class Server::Impl final : public EngineSink {
       Status st = plugin->SaveState(&state, &supported);
       Complete([this, kind, st, supported, seen, name = plugin->info().name,
                 state = std::move(state)]() mutable {
+        bool& failing = checkpoint_failing_[kind];
         if (!st.ok()) {
-          spdlog::warn("{} {}: checkpoint failed: {}", kind, name, st.message());
-        } else if (supported && store_ && !store_failed_) {
-          store_->PutCheckpoint(kind, StoredCheckpoint{name, std::move(state), seen});
+          // An ER event when checkpoints start failing, not one per attempt:
+          // a resume then replays from the last good one.
+          if (!failing) {
+            PluginFailed(kind, Status::PluginError("save_state failed (the last good checkpoint "
+                                                   "stays; a resume replays from it): " +
+                                                   st.message()));
+          }
+          failing = true;
+        } else {
+          if (failing) spdlog::info("{} {}: checkpoints work again", kind, name);
+          failing = false;
+          if (supported && store_ && !store_failed_) {
+            store_->PutCheckpoint(kind, StoredCheckpoint{name, std::move(state), seen});
+          }
         }
       });
     };
@@ -735,17 +881,21 @@ class Server::Impl final : public EngineSink {
     auto post = [&](Strand* strand, auto fn) {
       auto task = std::make_shared<std::packaged_task<void()>>(std::move(fn));
       done.push_back(task->get_future());
-      strand->Post([task] { (*task)(); });
+      strand->Post([task] { (*task)(); }, "save_state");
     };
     // Called after the loop turn's batch ran: every result numbered below
     // this was posted to the tuner before its save_state.
     const uint64_t seen = static_cast<uint64_t>(results_handed_);
-    post(tuner_strand_.get(), [save, this, seen] { save("tuner", tuner_.get(), seen); });
-    if (assessor_ && assessor_strand_) {
+    if (!tuner_stuck_) {
+      post(tuner_strand_.get(), [save, this, seen] { save("tuner", tuner_.get(), seen); });
+    }
+    if (assessor_ && assessor_strand_ && !assessor_stuck_) {
       post(assessor_strand_.get(), [save, this, seen] { save("assessor", assessor_.get(), seen); });
     }
     if (!wait) return;
-    for (auto& f : done) f.wait();
+    // At exit: bounded, a hung plugin never holds the host.
+    const auto deadline = Clock::now() + kShutdownGrace;
+    for (auto& f : done) f.wait_until(deadline);
     RunCompletions();
     CommitStore();
   }
@@ -1047,7 +1197,7 @@ class Server::Impl final : public EngineSink {
             AfterCommit([this, peer] { ReplyOk(peer); });
           }
         });
-      });
+      }, "update_search_space");
     } else if (auto* b = std::get_if<p::ImportData>(&m.body)) {
       HandleImport(peer, *b);
     } else if (auto* b = std::get_if<p::AddCustomizedTrialJob>(&m.body)) {
@@ -1105,7 +1255,7 @@ class Server::Impl final : public EngineSink {
         ReplyOk(peer, ToPacked(b));
         StartExperiment();
       });
-    });
+    }, "update_search_space");
   }
 
   // GE: trials the client runs itself, within the trial budget (§4.2).
@@ -1154,7 +1304,7 @@ class Server::Impl final : public EngineSink {
         }
         answer(jobs, no_more);
       });
-    });
+    }, "generate");
   }
 
   void HandleImport(const Peer& peer, const p::ImportData& fd) {
@@ -1193,7 +1343,7 @@ class Server::Impl final : public EngineSink {
         pk.pack_uint64(supported ? n : 0);
         AfterCommit([this, peer, data = ToPacked(out)] { ReplyOk(peer, data); });
       });
-    });
+    }, "import_data");
   }
 
   ServerOptions options_;
@@ -1221,6 +1371,12 @@ class Server::Impl final : public EngineSink {
   // Declared after the plugins: strands stop (join) before plugins are destroyed.
   std::unique_ptr<Strand> tuner_strand_;
   std::unique_ptr<Strand> assessor_strand_;
+  // A plugin call overran (watchdog) or never returned: the plugin is never
+  // destroyed and nothing more is queued for it.
+  bool tuner_stuck_ = false;
+  bool assessor_stuck_ = false;
+  uint64_t watchdog_reported_[2] = {0, 0};  // task + 1 of the last overrun reported
+  std::map<std::string, bool> checkpoint_failing_;  // by kind
   Engine engine_;
   bool configured_ = false;
   bool configuring_ = false;
@@ -1247,7 +1403,12 @@ class Server::Impl final : public EngineSink {
 
 Server::Server(ServerOptions options, PluginRegistry* registry)
     : impl_(std::make_unique<Impl>(std::move(options), registry)) {}
-Server::~Server() = default;
+Server::~Server() {
+  // A thread still runs inside a plugin and will touch the server when (if)
+  // the call returns: keep everything alive (see abandoned_plugin).
+  if (impl_ && impl_->abandoned()) (void)impl_.release();
+}
+bool Server::abandoned_plugin() const { return impl_->abandoned(); }
 Status Server::Bind() { return impl_->Bind(); }
 const Endpoints& Server::bound() const { return impl_->bound(); }
 Status Server::Configure(const p::ExperimentSpec& spec, const p::Packed& search_space) {

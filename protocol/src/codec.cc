@@ -46,6 +46,8 @@ const std::pair<TrialStatus, const char*> kTrialStatuses[] = {
     {TrialStatus::kSucceeded, "SUCCEEDED"},     {TrialStatus::kFailed, "FAILED"},
     {TrialStatus::kUserCanceled, "USER_CANCELED"}, {TrialStatus::kSysCanceled, "SYS_CANCELED"},
     {TrialStatus::kEarlyStopped, "EARLY_STOPPED"}};
+const std::pair<PluginIsolation, const char*> kIsolations[] = {
+    {PluginIsolation::kInProcess, "in-process"}, {PluginIsolation::kProcess, "process"}};
 const std::pair<ParameterSource, const char*> kSources[] = {
     {ParameterSource::kAlgorithm, "algorithm"},
     {ParameterSource::kCustomized, "customized"},
@@ -355,14 +357,26 @@ class Writer {
 
  private:
   void Plugin(const PluginSpec& p) {
-    pk_.pack_map(2);
+    pk_.pack_map(4);
     Str(pk_, "name");
     Str(pk_, p.name);
     Str(pk_, "args");
     Raw(pk_, buf_, p.args, true);
+    Str(pk_, "isolation");
+    if (p.isolation) {
+      Str(pk_, ToString(*p.isolation));
+    } else {
+      pk_.pack_nil();
+    }
+    Str(pk_, "memory_limit_mb");
+    if (p.memory_limit_mb) {
+      pk_.pack_uint64(*p.memory_limit_mb);
+    } else {
+      pk_.pack_nil();
+    }
   }
   void Experiment(const ExperimentSpec& e) {
-    pk_.pack_map(6);
+    pk_.pack_map(7);
     Str(pk_, "id");
     Str(pk_, e.id);
     Str(pk_, "tuner");
@@ -379,6 +393,12 @@ class Writer {
     pk_.pack_uint64(e.max_trials);
     Str(pk_, "max_duration_s");
     Float(buf_, e.max_duration_s);
+    Str(pk_, "plugin_timeout_s");
+    if (e.plugin_timeout_s) {
+      Float(buf_, *e.plugin_timeout_s);
+    } else {
+      pk_.pack_nil();
+    }
   }
   void OptStr(const std::optional<std::string>& s) {
     if (s) {
@@ -663,7 +683,18 @@ class Fields {
 Status ReadPlugin(const msgpack::object& o, const std::string& name, PluginSpec* out) {
   Fields f(o, name);
   TH_TRY(f.Str("name", &out->name));
-  return f.Map("args", &out->args, /*required=*/false);
+  TH_TRY(f.Map("args", &out->args, /*required=*/false));
+  if (f.Find("isolation") != nullptr) {
+    PluginIsolation isolation = PluginIsolation::kInProcess;
+    TH_TRY(f.Enum("isolation", kIsolations, &isolation));
+    out->isolation = isolation;
+  }
+  if (f.Find("memory_limit_mb") != nullptr) {
+    uint64_t mb = 0;
+    TH_TRY(f.UInt("memory_limit_mb", &mb, /*required=*/true, kMaxMemoryLimitMb));
+    out->memory_limit_mb = mb;
+  }
+  return Status::Ok();
 }
 
 Status ReadRunning(const Fields& f, std::vector<RunningTrial>* out) {
@@ -707,6 +738,15 @@ Status Read(const Fields& f, Initialize* b) {
   TH_TRY(x.Float("max_duration_s", &spec.max_duration_s));
   if (!(spec.max_duration_s >= 0)) {
     return Status::BadField(x.Name("max_duration_s") + ": must be >= 0");
+  }
+  if (x.Find("plugin_timeout_s") != nullptr) {
+    double timeout = 0;
+    TH_TRY(x.Float("plugin_timeout_s", &timeout));
+    if (!(timeout > 0 && timeout <= kMaxPluginTimeoutS)) {
+      return Status::BadField(x.Name("plugin_timeout_s") + ": must be > 0 and at most " +
+                              std::to_string(static_cast<int>(kMaxPluginTimeoutS)));
+    }
+    spec.plugin_timeout_s = timeout;
   }
   b->experiment = std::move(spec);
   return Status::Ok();
@@ -927,6 +967,10 @@ Status DecodeObject(const msgpack::object& root, Message* out) {
 std::string_view ToString(MetricType t) { return EnumName(t, kMetricTypes); }
 std::string_view ToString(TrialStatus s) { return EnumName(s, kTrialStatuses); }
 std::string_view ToString(ParameterSource s) { return EnumName(s, kSources); }
+std::string_view ToString(PluginIsolation i) { return EnumName(i, kIsolations); }
+bool ParsePluginIsolation(std::string_view s, PluginIsolation* out) {
+  return ParseEnum(s, kIsolations, out);
+}
 bool ParseMetricType(std::string_view s, MetricType* out) { return ParseEnum(s, kMetricTypes, out); }
 bool ParseTrialStatus(std::string_view s, TrialStatus* out) {
   return ParseEnum(s, kTrialStatuses, out);

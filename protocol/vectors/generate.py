@@ -45,13 +45,15 @@ PARAMETERS = {
 }
 
 
-def plugin(name, args):
-    return {"name": name, "args": args}
+def plugin(name, args, isolation=None, memory_limit_mb=None):
+    return {"name": name, "args": args, "isolation": isolation, "memory_limit_mb": memory_limit_mb}
 
 
-def experiment(exp_id, tuner, assessor, concurrency, max_trials, max_duration_s):
+def experiment(exp_id, tuner, assessor, concurrency, max_trials, max_duration_s,
+               plugin_timeout_s=None):
     return {"id": exp_id, "tuner": tuner, "assessor": assessor, "concurrency": concurrency,
-            "max_trials": max_trials, "max_duration_s": max_duration_s}
+            "max_trials": max_trials, "max_duration_s": max_duration_s,
+            "plugin_timeout_s": plugin_timeout_s}
 
 
 def running(trial_id, attempt, last_sequence):
@@ -107,6 +109,15 @@ vector("IN_with_experiment",
                                                  {"optimize_mode": "maximize",
                                                   "start_step": 5}),
                                           4, 100, 3600.0)})
+vector("IN_with_isolated_plugins",
+       "Initialize with a tuner in a runner process of its own capped at 512 MiB, an "
+       "in-process assessor, and plugin calls limited to 120 s.",
+       "IN", 10, {"search_space": SEARCH_SPACE,
+                  "experiment": experiment("exp-2",
+                                           plugin("tpe", {}, isolation="process",
+                                                  memory_limit_mb=512),
+                                           plugin("medianstop", {}, isolation="in-process"),
+                                           2, 10, 0.0, plugin_timeout_s=120.0)})
 vector("IN_with_experiment_no_assessor",
        "Initialize with an experiment whose id the host picks (empty), no assessor, "
        "unlimited trials and time.",
@@ -488,6 +499,22 @@ invalid("max_duration_nan", "NaN is not a time budget.",
                      "experiment": experiment("", plugin("random", {}), None, 1, 0,
                                               float("nan"))}),
         "bad_field", "body.experiment.max_duration_s", 42)
+invalid("isolation_unknown", "A plugin isolation that is neither in-process nor process.",
+        env42("IN", {"search_space": {},
+                     "experiment": experiment("", plugin("random", {}, isolation="thread"),
+                                              None, 1, 0, 0.0)}),
+        "bad_field", "body.experiment.tuner.isolation", 42)
+invalid("memory_limit_over_limit", "A runner memory cap above 1 TiB.",
+        env42("IN", {"search_space": {},
+                     "experiment": experiment("", plugin("random", {}, isolation="process",
+                                                         memory_limit_mb=(1 << 20) + 1),
+                                              None, 1, 0, 0.0)}),
+        "bad_field", "body.experiment.tuner.memory_limit_mb", 42)
+invalid("plugin_timeout_zero", "A plugin call limit of zero.",
+        env42("IN", {"search_space": {},
+                     "experiment": experiment("", plugin("random", {}), None, 1, 0, 0.0,
+                                              plugin_timeout_s=0.0)}),
+        "bad_field", "body.experiment.plugin_timeout_s", 42)
 invalid("assessor_not_map", "The assessor as a string.",
         env42("IN", {"search_space": {},
                      "experiment": experiment("", plugin("random", {}), "medianstop", 1, 0,

@@ -233,6 +233,19 @@ class ControlTest : public ::testing::Test {
     FAIL() << "the host never acknowledged " << marker;
   }
 
+  // The experiment status once it is `want`, or the last one seen after
+  // 10 s: DONE waits for the tuner strand's barrier, which runs on its own.
+  std::string StatusEventually(const std::string& want) {
+    std::string status;
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+    do {
+      status = Ok(p::GetStatus{})["status"];
+      if (status == want) break;
+      std::this_thread::sleep_for(milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return status;
+  }
+
   // The trial as GT reports it once everything the worker sent is handled.
   Json TrialAfterSync(const std::string& trial_id) {
     Sync();
@@ -571,7 +584,7 @@ TEST_F(ControlTest, UpdateLimitsLoweringTheBudgetEndsTheExperimentAndDoneIsFinal
   EXPECT_EQ(st["status"], "NO_MORE_TRIAL");
   Ended(*a, p::TrialStatus::kSucceeded);
   ASSERT_EQ(TrialAfterSync(a->trial_id)["status"], "SUCCEEDED");
-  EXPECT_EQ(Ok(p::GetStatus{})["status"], "DONE");
+  EXPECT_EQ(StatusEventually("DONE"), "DONE");
   ExpectError(p::UpdateLimits{std::nullopt, 5, std::nullopt}, "bad_state", "DONE");
   EXPECT_EQ(Ok(p::GetStatus{})["max_trials"], 1);
 }

@@ -68,7 +68,9 @@ class ServerTest : public ::testing::Test {
     std::string args = "{\"log\": \"" + log_.string() + "\", \"generate_sleep_ms\": " +
                        std::to_string(generate_sleep_ms) + "}";
     ASSERT_OK(p::JsonToPacked(args, &spec.tuner.args));
-    if (assessor) spec.assessor = p::PluginSpec{"recording-assessor", spec.tuner.args};
+    if (assessor) {
+      spec.assessor = p::PluginSpec{"recording-assessor", spec.tuner.args, std::nullopt, std::nullopt};
+    }
     spec.concurrency = concurrency;
     spec.max_trials = max_trials;
     ASSERT_OK(server_->Configure(spec, p::EmptyMap()));

@@ -32,8 +32,9 @@ Packed Pack(std::string_view json_text) {
 std::vector<Body> SampleBodies() {
   ExperimentSpec spec;
   spec.id = "exp-1";
-  spec.tuner = {"random", Pack(R"({"seed": 7})")};
-  spec.assessor = PluginSpec{"medianstop", EmptyMap()};
+  spec.tuner = {"random", Pack(R"({"seed": 7})"), PluginIsolation::kProcess, 256};
+  spec.assessor = PluginSpec{"medianstop", EmptyMap(), std::nullopt, std::nullopt};
+  spec.plugin_timeout_s = 30.5;
   spec.concurrency = 3;
   spec.max_trials = 10;
   spec.max_duration_s = 90.5;

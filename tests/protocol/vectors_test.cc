@@ -30,7 +30,12 @@ json Id(const ParameterId& id) {
   return nullptr;
 }
 
-json Plugin(const PluginSpec& p) { return json{{"name", p.name}, {"args", Value(p.args)}}; }
+json Plugin(const PluginSpec& p) {
+  return json{{"name", p.name},
+              {"args", Value(p.args)},
+              {"isolation", p.isolation ? json(std::string(ToString(*p.isolation))) : json(nullptr)},
+              {"memory_limit_mb", p.memory_limit_mb ? json(*p.memory_limit_mb) : json(nullptr)}};
+}
 
 json Running(const std::vector<RunningTrial>& running) {
   json out = json::array();
@@ -63,7 +68,8 @@ struct Renderer {
            {"assessor", x.assessor ? Plugin(*x.assessor) : json(nullptr)},
            {"concurrency", x.concurrency},
            {"max_trials", x.max_trials},
-           {"max_duration_s", x.max_duration_s}};
+           {"max_duration_s", x.max_duration_s},
+           {"plugin_timeout_s", x.plugin_timeout_s ? json(*x.plugin_timeout_s) : json(nullptr)}};
     }
     return {{"search_space", Value(b.search_space)}, {"experiment", e}};
   }

@@ -5,11 +5,15 @@
 //
 // Exit codes: 0 ok; 1 the host answered with an error; 2 bad command line or
 // bad input file; 3 no host (no answer within --timeout-ms, or no host.json).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +68,18 @@ fs::path DefaultWorkdir() {
   return fs::path(home != nullptr ? home : ".") / "tunehost-experiments";
 }
 
+// Whether a host process holds the experiment's lock (<dir>/lock, flock);
+// true when there is no lock file (a host.json written by hand or by another
+// program: only asking the host tells).
+bool HostHoldsLock(const fs::path& dir) {
+  int fd = open((dir / "lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  // Exclusive: a run or resume host holds it exclusively, a serving view shared.
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
 // --control EP, else --experiment ID's host.json, else the default endpoint.
 std::string ControlEndpoint(const GlobalOptions& o) {
   if (!o.control.empty()) return o.control;
@@ -74,6 +90,11 @@ std::string ControlEndpoint(const GlobalOptions& o) {
   if (!in) {
     Fail(kExitNoHost, "experiment " + o.experiment + " has no " + file.string() +
                           " (is its host running?)");
+  }
+  if (!HostHoldsLock(dir / o.experiment)) {
+    // host.json is removed when a host exits; left behind, its host died.
+    Fail(kExitNoHost, "experiment " + o.experiment + ": CRASHED: no host holds it (its host "
+                      "died); `tunehost resume " + o.experiment + "` continues it");
   }
   Json j = Json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("control") ||

@@ -32,6 +32,8 @@ MAX_SLOTS = 1024            # WH slots, HB free_slots, gpus
 MAX_RUNNING = MAX_SLOTS     # WH/HB running list
 MAX_CONCURRENCY = 100000    # IN/UX concurrency
 MAX_IMPORT_RECORDS = 100000  # FD data
+MAX_MEMORY_LIMIT_MB = 1 << 20  # PluginSpec memory_limit_mb
+MAX_PLUGIN_TIMEOUT_S = 86400.0  # ExperimentSpec plugin_timeout_s
 
 # ---------------------------------------------------------------- constants
 
@@ -151,9 +153,12 @@ def _f(key, kind, required=True, arg=None):
     return Field(key, kind, required, arg)
 
 
+PLUGIN_ISOLATIONS = ("in-process", "process")
 PLUGIN_SPEC = (
     _f("name", "str"),
     _f("args", "map", False),
+    _f("isolation", "enum", False, PLUGIN_ISOLATIONS),
+    _f("memory_limit_mb", "uint64", False, MAX_MEMORY_LIMIT_MB),
 )
 EXPERIMENT_SPEC = (
     _f("id", "str", False),
@@ -162,6 +167,7 @@ EXPERIMENT_SPEC = (
     _f("concurrency", "uint32", False, MAX_CONCURRENCY),
     _f("max_trials", "uint64", False),
     _f("max_duration_s", "float", False),
+    _f("plugin_timeout_s", "float", False),
 )
 IMPORT_RECORD = (
     _f("parameters", "map", True, MAX_PARAMETERS),
@@ -292,6 +298,8 @@ TYPE_CODES = tuple(SCHEMA)
 _CHECKS = {
     ("experiment", "concurrency"): (lambda v: v >= 1, "must be >= 1"),
     ("experiment", "max_duration_s"): (lambda v: v >= 0, "must be >= 0"),
+    ("experiment", "plugin_timeout_s"): (lambda v: 0 < v <= MAX_PLUGIN_TIMEOUT_S,
+                                         "must be > 0 and at most 86400"),
     # UX (top level): at least one trial at once; a finite time budget.
     ("concurrency",): (lambda v: v >= 1, "must be >= 1"),
     ("max_duration_s",): (lambda v: 0 <= v < float("inf"), "must be finite and >= 0"),

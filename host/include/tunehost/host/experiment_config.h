@@ -25,6 +25,8 @@ struct TimingOptions {
   // deduplicate: a configuration that already succeeded is not run again;
   // its trial ends at once with the stored result (DeduplicateMiddleware).
   std::optional<bool> deduplicate;
+  // pluginCallTimeoutMs: the longest one plugin call may run (the watchdog).
+  std::optional<std::chrono::milliseconds> plugin_call_timeout;
 };
 
 struct ExperimentConfig {

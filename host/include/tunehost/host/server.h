@@ -37,6 +37,9 @@ struct ServerOptions {
   bool deduplicate = false;
   // Live connections each bound socket admits (wire-format.md §1.1).
   size_t max_connections = 4096;
+  // Longest one plugin call may run (the watchdog); an experiment's
+  // plugin_timeout_s replaces it.
+  std::chrono::milliseconds plugin_call_timeout{600000};
 };
 
 // Experiment statuses (NNI names).
@@ -136,6 +139,12 @@ class Server {
 
   // Valid after Run returned (or from OnTrialEnd on the loop thread).
   ExperimentSummary Summary() const;
+
+  // A plugin call never returned (the watchdog gave up on it, or a stop did
+  // not wait for it). Its plugin can be neither destroyed nor unloaded while
+  // the call runs, so the server then leaks itself when destroyed, and a
+  // program should end with _exit after its last output.
+  bool abandoned_plugin() const;
 
  private:
   class Impl;

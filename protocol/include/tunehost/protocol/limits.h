@@ -29,6 +29,9 @@ inline constexpr size_t kMaxRunning = kMaxSlots;
 inline constexpr uint32_t kMaxConcurrency = 100000;
 // FD records in one request.
 inline constexpr size_t kMaxImportRecords = 100000;
+// PluginSpec memory_limit_mb (1 TiB) and ExperimentSpec plugin_timeout_s (a day).
+inline constexpr uint64_t kMaxMemoryLimitMb = uint64_t{1} << 20;
+inline constexpr double kMaxPluginTimeoutS = 86400;
 
 // Host-side bounds.
 // Workers one host keeps track of; a WH beyond it is refused (logged).

@@ -30,17 +30,24 @@ struct Metric {
 enum class MetricType { kPeriodical, kFinal };
 enum class TrialStatus { kSucceeded, kFailed, kUserCanceled, kSysCanceled, kEarlyStopped };
 enum class ParameterSource { kAlgorithm, kCustomized, kResumed, kExternal };
+// Where a plugin runs: in the host process, or in a runner process of its own
+// that the host restarts when it crashes (wire-format.md §4.2, PluginSpec).
+enum class PluginIsolation { kInProcess, kProcess };
 
 std::string_view ToString(MetricType t);
 std::string_view ToString(TrialStatus s);
 std::string_view ToString(ParameterSource s);
+std::string_view ToString(PluginIsolation i);
 bool ParseMetricType(std::string_view s, MetricType* out);
 bool ParseTrialStatus(std::string_view s, TrialStatus* out);
 bool ParseParameterSource(std::string_view s, ParameterSource* out);
+bool ParsePluginIsolation(std::string_view s, PluginIsolation* out);
 
 struct PluginSpec {
   std::string name;
   Packed args;  // a map; "\x80" (empty map) when none
+  std::optional<PluginIsolation> isolation;  // nil: in-process
+  std::optional<uint64_t> memory_limit_mb;   // an isolated runner's memory cap; nil: none
 };
 
 struct ExperimentSpec {
@@ -50,6 +57,7 @@ struct ExperimentSpec {
   uint32_t concurrency = 1;
   uint64_t max_trials = 0;       // 0 = unlimited
   double max_duration_s = 0.0;   // 0 = unlimited
+  std::optional<double> plugin_timeout_s;  // one plugin call's limit; nil: the host's default
 };
 
 struct ImportRecord {
