@@ -108,7 +108,7 @@ class HostileInputTest(unittest.TestCase):
         self.assertLess(peak - base, 300 * 1024, "peak %d KiB over a base of %d KiB"
                         % (peak, base))
         drops = [line for line in host.log().splitlines() if "dropped" in line]
-        self.assertLessEqual(len(drops), 3, drops)
+        self.assertLessEqual(len(drops), 3, drops[:5])
 
     def test_garbage_is_logged_once_per_window_not_per_frame(self):
         host = self.start_host()
@@ -126,7 +126,7 @@ class HostileInputTest(unittest.TestCase):
         push.close()
         ctx.term()
         drops = [line for line in host.log().splitlines() if "dropped" in line]
-        self.assertEqual(len(drops), 1, drops)
+        self.assertEqual(len(drops), 1, drops[:5])
         self.assertIn("results socket: dropped a message from 127.0.0.1: bad_frame", drops[0])
 
     def host_saw_hello_request(self, host):

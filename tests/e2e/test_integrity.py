@@ -203,10 +203,19 @@ class IntegrityTest(unittest.TestCase):
                 return db.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1
         wait_for(stored, 20, "the trial in the store")
         host.kill()  # a holds the offer, unanswered
+        a.stop_taking_jobs()  # the resumed host cannot offer a anything
         host.start("resume", "--local-workers", "0", "--reattach-grace-ms", "200")
-        # a answers the old offer late, against the resumed host.
+        b = self.worker(endpoints, "b")
+        again = b.next_offer(20)
+        self.assertIsNotNone(again, host.output())
+        self.assertEqual(again["trial_id"], held["trial_id"])
+        self.assertGreaterEqual(again["attempt"], 1, "the same attempt went to a second worker")
+        b.start(again)
+        # a starts the offer it held, late, and reports a result for it.
         a.heartbeat()
         a.start(held)
+        a.metric_acked(held, 0, 0.999)
+
         def killed():
             # Events are best effort: the worker's heartbeats list the trial
             # until it hears the KI (the host repeats it for every one).
@@ -215,21 +224,19 @@ class IntegrityTest(unittest.TestCase):
             return any(k["trial_id"] == held["trial_id"] and k["attempt"] == 0 for k in a.kills)
         wait_for(killed, 20, "KI superseded for the old attempt")
         self.assertEqual(a.kills[0]["reason"], "superseded")
-        a.stop_taking_jobs()
-        b = self.worker(endpoints, "b")
-        again = b.next_offer(20)
-        self.assertIsNotNone(again, host.output())
-        self.assertEqual(again["trial_id"], held["trial_id"])
-        self.assertGreaterEqual(again["attempt"], 1)
-        b.start(again)
-        b.metric_acked(again, 0, 0.4, kind="FINAL")
+        b.metric_acked(again, 0, 0.5)
+        b.metric_acked(again, 1, 0.6, kind="FINAL")
         b.end(again)
         self.assertEqual(host.wait(30), 0, host.output())
         with host.db() as db:
             started = db.execute("SELECT worker_id, attempt FROM trial_events "
                                  "WHERE event = 'started'").fetchall()
+            current = db.execute("SELECT type, sequence, scalar FROM metrics WHERE superseded = 0 "
+                                 "ORDER BY type, sequence").fetchall()
         self.assertEqual(started, [("b", again["attempt"])],
                          "one worker ran the trial, with a new attempt")
+        self.assertEqual(current, [("FINAL", 1, 0.6), ("PERIODICAL", 0, 0.5)],
+                         "the old attempt's result is not the trial's")
 
     def test_client_trials_keep_a_run_from_done_and_count_against_the_budget(self):
         self.host = host = RunHost(max_trials=3)
