@@ -607,6 +607,7 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
                           const Status& status, Clock::time_point now) {
   inflight_ids_ -= std::min(inflight_ids_, ids.size());
   quiet_ = false;
+  if (status.ok()) generate_failures_ = 0;
   size_t created = 0;
   std::set<int64_t> emitted;
   for (auto& [id, packed] : params) {
@@ -638,8 +639,16 @@ void Engine::OnParameters(const std::vector<int64_t>& ids,
   }
   if (!status.ok()) {
     // A tuner that cannot generate would stall the experiment silently:
-    // stop asking and say why.
-    Fail("tuner failed to generate parameters: " + status.message());
+    // after kMaxGenerateFailures in a row, stop asking and say why. Fewer
+    // are asked again (an isolated tuner is restarted meanwhile).
+    if (++generate_failures_ >= kMaxGenerateFailures) {
+      Fail("tuner failed to generate parameters " + std::to_string(generate_failures_) +
+           " times in a row: " + status.message());
+    } else {
+      spdlog::warn("experiment {}: tuner failed to generate parameters ({} of {} tries): {}",
+                   options_.experiment_id, generate_failures_, kMaxGenerateFailures,
+                   status.message());
+    }
   } else if (no_more || created < ids.size()) {
     tuner_exhausted_ = true;
     sink_->Publish(p::NoMoreTrialJobs{static_cast<uint32_t>(ids.size()),

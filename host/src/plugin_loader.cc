@@ -17,7 +17,9 @@
 #include <msgpack.hpp>
 #include <spdlog/spdlog.h>
 
+#include "tunehost/host/isolated_plugin.h"
 #include "tunehost/host/plugin.h"
+#include "tunehost/host/plugin_text.h"
 #include "tunehost/sdk/sdk.h"
 
 namespace tunehost::host {
@@ -55,12 +57,12 @@ std::string DescribeStatus(th_status status) {
   return name ? std::string(name) : "unknown status " + std::to_string(status);
 }
 
-// What a current exception says, for messages.
+// What a current exception says, for messages (cleaned: the plugin wrote it).
 std::string CurrentExceptionText() {
   try {
     throw;
   } catch (const std::exception& e) {
-    return e.what();
+    return CleanPluginText(e.what());
   } catch (...) {
     return "unknown exception";
   }
@@ -103,8 +105,10 @@ class ErrorBuffer {
     Reset();
     return &err_;
   }
-  // The message the plugin wrote, or "" (never reads past the buffer).
-  std::string text() const { return std::string(buffer_.data(), strnlen(buffer_.data(), buffer_.size())); }
+  // The message the plugin wrote, cleaned, or "" (never reads past the buffer).
+  std::string text() const {
+    return CleanPluginText(std::string_view(buffer_.data(), strnlen(buffer_.data(), buffer_.size())));
+  }
 
  private:
   void Reset() {
@@ -190,7 +194,8 @@ struct HostContext {
 
   static void Log(const th_host_t* self, th_log_level_t level, const char* message) {
     try {
-      spdlog::log(SpdLevel(level), "[{}] {}", Of(self).label, message ? message : "");
+      spdlog::log(SpdLevel(level), "[{}] {}", Of(self).label,
+                  CleanPluginText(message ? message : ""));
     } catch (...) {
       // Logging never fails towards the plugin.
     }
@@ -666,7 +671,7 @@ std::string CheckDescriptor(const th_plugin_descriptor_t* d, const char* kind, u
            ", incompatible with host ABI version " + HostVersionString();
   }
   if (d->id == nullptr || d->id[0] == '\0') return where + " has no id";
-  where += " (" + std::string(d->id) + ")";
+  where += " (" + CleanPluginText(d->id, 256) + ")";
   if (d->name == nullptr || d->name[0] == '\0') return where + " has no name";
   if (d->kinds == nullptr) return where + " has no kinds";
   bool listed = false;
@@ -723,12 +728,12 @@ Status PluginRegistry::LoadFile(const fs::path& file) {
         std::string bad = CheckDescriptor(d, kind, i);
         if (!bad.empty()) return bad;
         auto e = std::make_unique<Entry>();
-        e->info = PluginInfo{d->id,
-                             d->name,
+        e->info = PluginInfo{CleanPluginText(d->id, 256),
+                             CleanPluginText(d->name, 256),
                              kind,
-                             d->vendor ? d->vendor : "",
-                             d->version ? d->version : "",
-                             d->description ? d->description : "",
+                             CleanPluginText(d->vendor ? d->vendor : "", 256),
+                             CleanPluginText(d->version ? d->version : "", 256),
+                             CleanPluginText(d->description ? d->description : ""),
                              file};
         e->library = lib;
         e->descriptor = d;
@@ -858,11 +863,15 @@ void RecordCreateFailure(std::vector<std::string>* errors, const PluginInfo& inf
 }  // namespace
 
 Status PluginRegistry::CreateTuner(std::string_view name_or_id, std::string_view class_args,
-                                   SendTrialFn send_trial, std::unique_ptr<Tuner>* out) {
+                                   SendTrialFn send_trial, std::unique_ptr<Tuner>* out,
+                                   const IsolationOptions* isolation) {
   const Entry* e = FindEntry(entries_, TH_KIND_TUNER, name_or_id);
   if (e == nullptr) return Status::NotFound("no tuner plugin named " + std::string(name_or_id));
   Status st = CheckClassArgs(&class_args, "tuner " + e->info.name);
   if (!st.ok()) return st;
+  if (isolation != nullptr) {
+    return CreateIsolatedTuner(e->info, class_args, std::move(send_trial), *isolation, out);
+  }
   auto tuner = std::make_unique<TunerImpl>(e->library, e->info, std::move(send_trial));
   bool broken = false;
   st = tuner->Create(e->tuner_factory, e->descriptor->id, class_args, &broken);
@@ -875,13 +884,17 @@ Status PluginRegistry::CreateTuner(std::string_view name_or_id, std::string_view
 }
 
 Status PluginRegistry::CreateAssessor(std::string_view name_or_id, std::string_view class_args,
-                                      std::unique_ptr<Assessor>* out) {
+                                      std::unique_ptr<Assessor>* out,
+                                      const IsolationOptions* isolation) {
   const Entry* e = FindEntry(entries_, TH_KIND_ASSESSOR, name_or_id);
   if (e == nullptr) {
     return Status::NotFound("no assessor plugin named " + std::string(name_or_id));
   }
   Status st = CheckClassArgs(&class_args, "assessor " + e->info.name);
   if (!st.ok()) return st;
+  if (isolation != nullptr) {
+    return CreateIsolatedAssessor(e->info, class_args, *isolation, out);
+  }
   auto assessor = std::make_unique<AssessorImpl>(e->library, e->info);
   bool broken = false;
   st = assessor->Create(e->assessor_factory, e->descriptor->id, class_args, &broken);

@@ -22,6 +22,7 @@
 #include "tunehost/host/control_queries.h"
 #include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
+#include "tunehost/host/isolated_plugin.h"
 #include "tunehost/host/store.h"
 #include "tunehost/host/strand.h"
 #include "tunehost/protocol/codec.h"
@@ -240,18 +241,25 @@ class Server::Impl final : public EngineSink {
     }
     tuner_strand_ = std::make_unique<Strand>("tuner " + spec.tuner.name);
     auto tuner = std::make_shared<std::unique_ptr<Tuner>>();
-    Status st = SetupCall(kTuner, "create", [this, registry = registry_, plugin = spec.tuner, tuner] {
-      return registry->CreateTuner(
-          plugin.name, plugin.args,
-          [this](int64_t id, p::Packed params) { return SendTrial(id, std::move(params)); },
-          tuner.get());
-    });
+    Status st = SetupCall(kTuner, "create",
+                          [this, registry = registry_, plugin = spec.tuner, tuner,
+                           isolation = IsolationFor(spec.tuner, "tuner")] {
+                            return registry->CreateTuner(
+                                plugin.name, plugin.args,
+                                [this](int64_t id, p::Packed params) {
+                                  return SendTrial(id, std::move(params));
+                                },
+                                tuner.get(), isolation ? &*isolation : nullptr);
+                          });
     if (st.ok() && spec.assessor) {
       assessor_strand_ = std::make_unique<Strand>("assessor " + spec.assessor->name);
       auto assessor = std::make_shared<std::unique_ptr<Assessor>>();
-      st = SetupCall(kAssessor, "create", [registry = registry_, plugin = *spec.assessor, assessor] {
-        return registry->CreateAssessor(plugin.name, plugin.args, assessor.get());
-      });
+      st = SetupCall(kAssessor, "create",
+                     [registry = registry_, plugin = *spec.assessor, assessor,
+                      isolation = IsolationFor(*spec.assessor, "assessor")] {
+                       return registry->CreateAssessor(plugin.name, plugin.args, assessor.get(),
+                                                       isolation ? &*isolation : nullptr);
+                     });
       if (st.ok()) assessor_ = std::move(*assessor);
       if (!st.ok()) st = CreateFailed("assessor:" + spec.assessor->name, st);
     } else if (!st.ok()) {
@@ -283,6 +291,22 @@ class Server::Impl final : public EngineSink {
       engine_.AddMiddleware(std::make_unique<DeduplicateMiddleware>());
     }
     return Status::Ok();
+  }
+
+  // How an isolated plugin runs (wire-format.md §4.3); nullopt: in-process.
+  // Its crashes and timeouts become ER events (on the plugin's strand, so
+  // through Complete).
+  std::optional<IsolationOptions> IsolationFor(const p::PluginSpec& plugin, const char* kind) {
+    if (plugin.isolation != p::PluginIsolation::kProcess) return std::nullopt;
+    IsolationOptions o;
+    o.runner = options_.plugin_runner;
+    o.call_timeout = options_.plugin_call_timeout;
+    o.memory_limit_bytes = static_cast<size_t>(plugin.memory_limit_mb.value_or(0)) << 20;
+    const std::string source = std::string(kind) + ":" + plugin.name;
+    o.on_event = [this, source](const std::string& code, const std::string& message) {
+      Complete([this, code, message, source] { Publish(p::ErrorEvent{code, message, source}); });
+    };
+    return o;
   }
 
   // A plugin that refused to be created (bad class arguments, a throwing

@@ -27,7 +27,8 @@ class Run:
     """`tunehost run` of a small experiment whose tuner is a fixture plugin."""
 
     def __init__(self, tuner, class_args, max_trials=4, tunehost_options=None, exp_id="faults",
-                 trial_command="true", assessor=None, plugin_dir=TEST_PLUGIN_DIR):
+                 trial_command="true", assessor=None, plugin_dir=TEST_PLUGIN_DIR,
+                 tuner_options=None, concurrency=1):
         self.tmp = tempfile.mkdtemp(prefix="tunehost-faults-")
         self.workdir = os.path.join(self.tmp, "wd")
         self.id = exp_id
@@ -41,9 +42,9 @@ class Run:
             "trialCommand": trial_command,
             "trialCodeDirectory": self.tmp,
             "experimentWorkingDirectory": self.workdir,
-            "trialConcurrency": 1,
+            "trialConcurrency": concurrency,
             "maxTrialNumber": max_trials,
-            "tuner": dict({"name": tuner, "classArgs": class_args}),
+            "tuner": dict({"name": tuner, "classArgs": class_args}, **(tuner_options or {})),
             "tunehost": options,
         }
         if assessor:
@@ -55,12 +56,26 @@ class Run:
         self.proc = None
 
     def start(self, *extra):
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [harness.TUNEHOST, "run", self.config, "--id", self.id, "--plugins", self.plugin_dir,
              "--summary-json", self.summary] + list(extra),
             stdout=self.log, stderr=subprocess.STDOUT)
         return self.proc
+
+    def resume(self):
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [harness.TUNEHOST, "resume", self.id, "--workdir", self.workdir, "--plugins",
+             self.plugin_dir, "--summary-json", self.summary, "--reattach-grace-ms", "500"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        return self.proc
+
+    def tuner_record(self):
+        """The fixture-faulty tuner's record, from its last stored checkpoint."""
+        with self.db() as db:
+            row = db.execute("SELECT state FROM checkpoints WHERE kind = 'tuner'").fetchone()
+        return row[0].decode().splitlines() if row else []
 
     def wait(self, timeout):
         try:
@@ -123,6 +138,191 @@ class WatchdogTest(unittest.TestCase):
         self.assertLess(took, 15, "stop took %.1f s" % took)
         self.assertEqual(code, 1, run.output())
         self.assertEqual(run.meta("status"), "STOPPED")
+
+
+# A trial that reports one FINAL result.
+FINAL_TRIAL = "echo '{\"type\": \"FINAL\", \"value\": 0.5}' >&$TUNEHOST_METRIC_FD"
+TRIALS = 6
+
+
+class FaultMatrixTest(unittest.TestCase):
+    """Every fault of the fixture-faulty tuner, in-process and in a runner
+    process (isolation: process): what the user sees (exit status, ER events,
+    the summary) and what the store holds."""
+
+    def run_fault(self, fault, call, isolated, every=False, after=2, extra=None,
+                  memory_limit_mb=None, timeout_ms=None):
+        tmp = tempfile.mkdtemp(prefix="tunehost-fault-")
+        args = {"fault": fault, "call": call, "after": after}
+        if every:
+            args["every"] = True
+        else:
+            args["once_file"] = os.path.join(tmp, "once")
+        args.update(extra or {})
+        options = {"isolation": "process"} if isolated else {}
+        if memory_limit_mb:
+            options["memoryLimitMb"] = memory_limit_mb
+        tunehost_options = {"pluginCallTimeoutMs": timeout_ms} if timeout_ms else None
+        run = Run("fixture-faulty", args, max_trials=TRIALS, trial_command=FINAL_TRIAL,
+                  tuner_options=options, tunehost_options=tunehost_options, concurrency=2,
+                  exp_id="f%s%s" % (fault, "-iso" if isolated else ""))
+        run.start()
+        return run
+
+    def errors(self, run, code):
+        return [e for e in run.stored_events("ER") if e["code"] == code]
+
+    def assert_done_with_every_trial(self, run):
+        summary = run.summary_json()
+        self.assertEqual(summary["status"], "DONE", run.output())
+        trials = summary["trials"]
+        self.assertEqual(len(trials), TRIALS)
+        self.assertEqual(len({t["trial_id"] for t in trials}), TRIALS, "a trial ran twice")
+        self.assertEqual({t["status"] for t in trials}, {"SUCCEEDED"})
+
+    def assert_no_gap(self, run):
+        """The tuner's record: every trial's result and end exactly once."""
+        record = run.tuner_record()
+        results = [line for line in record if line.startswith("result ")]
+        ends = [line for line in record if line.startswith("end ")]
+        self.assertEqual(len(results), TRIALS, record)
+        self.assertEqual(len(set(results)), TRIALS, record)
+        self.assertEqual(len(ends), TRIALS, record)
+        self.assertEqual(len(set(ends)), TRIALS, record)
+
+    # --- the plugin reports a failure: the same in both modes ---
+
+    def check_failing_call(self, fault, isolated):
+        run = self.run_fault(fault, "receive_trial_result", isolated, every=True)
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        failures = self.errors(run, "plugin_error")
+        self.assertEqual(len(failures), TRIALS - 1, failures)  # every call from the 2nd on
+        self.assertIn("fixture-faulty", failures[0]["message"])
+        self.assertEqual(failures[0]["source"], "tuner:fixture-faulty")
+        self.assertEqual(self.errors(run, "plugin_crashed"), [])
+
+    def test_throw_in_process(self):
+        self.check_failing_call("throw", False)
+
+    def test_throw_isolated(self):
+        self.check_failing_call("throw", True)
+
+    def test_error_in_process(self):
+        self.check_failing_call("error", False)
+
+    def test_error_isolated(self):
+        self.check_failing_call("error", True)
+
+    def check_garbage(self, isolated):
+        run = self.run_fault("garbage", "generate", isolated, every=True, after=1)
+        self.assertEqual(run.wait(120), 1, run.output())
+        self.assertEqual(run.meta("status"), "ERROR")
+        self.assertIn("3 times in a row", run.meta("error"))
+        failures = self.errors(run, "plugin_error")
+        # Three in a row end it; requests already out fail too.
+        self.assertGreaterEqual(len(failures), 3, failures)
+        self.assertIn("invalid parameters", failures[0]["message"])
+        with run.db() as db:
+            self.assertEqual(db.execute("SELECT COUNT(*) FROM trials").fetchone()[0], 0)
+
+    def test_garbage_in_process(self):
+        self.check_garbage(False)
+
+    def test_garbage_isolated(self):
+        self.check_garbage(True)
+
+    # --- faults only a process boundary survives ---
+
+    def test_hang_in_process(self):
+        run = self.run_fault("hang", "generate", False, timeout_ms=1500)
+        self.assertEqual(run.wait(120), 1, run.output())
+        self.assertEqual(run.meta("status"), "ERROR")
+        self.assertEqual(len(self.errors(run, "plugin_timeout")), 1)
+
+    def test_hang_isolated(self):
+        run = self.run_fault("hang", "generate", True, timeout_ms=1500)
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        timeouts = self.errors(run, "plugin_timeout")
+        self.assertEqual(len(timeouts), 1, timeouts)
+        self.assertIn("generate did not return within 1.5 s", timeouts[0]["message"])
+        self.assert_no_gap(run)
+
+    def test_leak_in_process(self):
+        run = self.run_fault("leak", "receive_trial_result", False, extra={"leak_mb": 32})
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+
+    def test_leak_isolated(self):
+        run = self.run_fault("leak", "receive_trial_result", True, extra={"leak_mb": 64},
+                             memory_limit_mb=300)
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        crashes = self.errors(run, "plugin_crashed")
+        self.assertEqual(len(crashes), 1, crashes)
+        self.assertIn("memory cap of 300 MiB", crashes[0]["message"])
+        self.assert_no_gap(run)
+
+    def check_crash(self, fault, isolated, cause):
+        run = self.run_fault(fault, "receive_trial_result", isolated, after=4)
+        code = run.wait(120)
+        if isolated:
+            self.assertEqual(code, 0, run.output())
+            self.assert_done_with_every_trial(run)
+            crashes = self.errors(run, "plugin_crashed")
+            self.assertEqual(len(crashes), 1, crashes)
+            self.assertIn(cause, crashes[0]["message"])
+            self.assertIn("during receive_trial_result", crashes[0]["message"])
+            self.assert_no_gap(run)
+            return
+        # In-process, the host goes down with the plugin: the store says it
+        # crashed, and a resume finishes the experiment without losing or
+        # re-running a trial that had ended.
+        self.assertNotEqual(code, 0, run.output())
+        with run.db() as db:
+            ended_before = {row[0] for row in db.execute(
+                "SELECT trial_id FROM trials WHERE state = 'ENDED'")}
+        view = subprocess.run([harness.TUNEHOST, "view", run.id, "--workdir", run.workdir,
+                               "--once"], capture_output=True, text=True, timeout=30)
+        self.assertIn("CRASHED", view.stdout)
+        run.resume()
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        with run.db() as db:
+            created = db.execute("SELECT COUNT(*) FROM trial_events WHERE event = 'created'"
+                                 ).fetchone()[0]
+            ends = dict(db.execute("SELECT trial_id, COUNT(*) FROM trial_events "
+                                   "WHERE event = 'ended' GROUP BY trial_id").fetchall())
+        self.assertEqual(created, TRIALS, "trials created twice")
+        for trial_id in ended_before:
+            self.assertEqual(ends.get(trial_id), 1, "%s ended again after the resume" % trial_id)
+
+    def test_segfault_in_process(self):
+        self.check_crash("segfault", False, "")
+
+    def test_segfault_isolated(self):
+        self.check_crash("segfault", True, "killed by signal 11")
+
+    def test_abort_in_process(self):
+        self.check_crash("abort", False, "")
+
+    def test_abort_isolated(self):
+        self.check_crash("abort", True, "killed by signal 6")
+
+    def test_exit_in_process(self):
+        self.check_crash("exit", False, "")
+
+    def test_exit_isolated(self):
+        self.check_crash("exit", True, "exited with status 3")
+
+    def test_a_call_that_always_crashes_fails_after_three_tries(self):
+        run = self.run_fault("segfault", "receive_trial_result", True, every=True)
+        self.assertEqual(run.wait(180), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        failures = self.errors(run, "plugin_error")
+        self.assertEqual(len(failures), TRIALS - 1, failures)
+        self.assertIn("crashed the plugin runner 3 times in a row", failures[0]["message"])
 
 
 class CrashedHostTest(unittest.TestCase):

@@ -523,12 +523,34 @@ TEST_F(EngineTest, DuplicateMetricsAreAcknowledgedButCountedOnce) {
 }
 
 TEST_F(EngineTest, TunerFailureIsAnErrorNotAStall) {
+  // Three failed generate calls in a row: the tuner is asked again after the
+  // first two (an isolated one is restarted meanwhile), then the experiment
+  // fails and says why.
   Make([](EngineOptions& o) { o.concurrency = 1; });
   Hello("w1", 1);
-  engine_->OnParameters(sink_.requests.at(0), {}, false, Status::PluginError("boom"), now_);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(sink_.requests.size(), i + 1) << "asked again after a failure";
+    EXPECT_NE(engine_->status(), ExperimentStatus::kError);
+    engine_->OnParameters(sink_.requests.at(i), {}, false, Status::PluginError("boom"), now_);
+  }
   EXPECT_EQ(engine_->status(), ExperimentStatus::kError);
   EXPECT_NE(engine_->error().find("boom"), std::string::npos);
+  EXPECT_NE(engine_->error().find("3 times in a row"), std::string::npos);
   EXPECT_TRUE(engine_->finished());
+}
+
+TEST_F(EngineTest, ASuccessfulGenerateResetsTheFailureCount) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  for (int round = 0; round < 3; ++round) {
+    engine_->OnParameters(sink_.requests.back(), {}, false, Status::PluginError("boom"), now_);
+    engine_->OnParameters(sink_.requests.back(), {}, false, Status::PluginError("boom"), now_);
+    AnswerRequest();
+    auto job = sink_.jobs.back();
+    Start("w1", job);
+    End("w1", job, p::TrialStatus::kSucceeded);
+  }
+  EXPECT_NE(engine_->status(), ExperimentStatus::kError);
 }
 
 TEST_F(EngineTest, TrialLeftOutOfTwoHeartbeatsIsReoffered) {

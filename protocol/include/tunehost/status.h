@@ -42,6 +42,10 @@ class Status {
   static Status PluginError(std::string m) { return Status(Code::kPluginError, std::move(m)); }
   static Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
+  // A status with a code read back (e.g. from another process).
+  static Status FromCode(Code code, std::string m) {
+    return code == Code::kOk ? Status() : Status(code, std::move(m));
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -355,6 +355,9 @@ class Engine {
   // trial or tuner answer: DONE may be decided.
   bool quiet_ = false;
   bool tuner_exhausted_ = false;     // last request answered NO_MORE_TRIALS
+  // generate calls that failed in a row; the experiment fails at the limit.
+  static constexpr int kMaxGenerateFailures = 3;
+  int generate_failures_ = 0;
   uint64_t next_sequence_ = 0;
   std::chrono::milliseconds restored_elapsed_{0};
   std::vector<std::pair<int, TrialEventCallback>> callbacks_;

@@ -18,6 +18,7 @@
 namespace tunehost::host {
 
 struct LoadedLibrary;  // keeps the shared library mapped while instances live
+struct IsolationOptions;  // isolated_plugin.h
 
 // What a loaded plugin offers, for listings and errors.
 struct PluginInfo {
@@ -92,10 +93,14 @@ class PluginRegistry {
 
   // Creates an instance by name or id. `class_args` is a MessagePack map.
   // NotFound when no such plugin of that kind; PluginError when create fails.
+  // With `isolation`, the instance lives in a runner process of its own
+  // (isolated_plugin.h) and the returned object forwards every call to it.
   Status CreateTuner(std::string_view name_or_id, std::string_view class_args,
-                     SendTrialFn send_trial, std::unique_ptr<Tuner>* out);
+                     SendTrialFn send_trial, std::unique_ptr<Tuner>* out,
+                     const IsolationOptions* isolation = nullptr);
   Status CreateAssessor(std::string_view name_or_id, std::string_view class_args,
-                        std::unique_ptr<Assessor>* out);
+                        std::unique_ptr<Assessor>* out,
+                        const IsolationOptions* isolation = nullptr);
 
  private:
   struct Entry;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,6 +41,9 @@ struct ServerOptions {
   // Longest one plugin call may run (the watchdog); an experiment's
   // plugin_timeout_s replaces it.
   std::chrono::milliseconds plugin_call_timeout{600000};
+  // tunehost-plugin-runner for `isolation: process`; empty: next to the
+  // running program.
+  std::filesystem::path plugin_runner;
 };
 
 // Experiment statuses (NNI names).
