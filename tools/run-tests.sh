@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds tunehost twice (RelWithDebInfo, and with
-# AddressSanitizer + UBSan) and runs the whole test suite in both builds.
+# AddressSanitizer + UBSan), runs the whole test suite in both builds, then
+# fuzzes every harness briefly (tools/fuzz).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/setup-debian.sh"
@@ -13,4 +14,6 @@ echo "== tests: RelWithDebInfo build"
 (cd "$root/build" && ctest --output-on-failure -j2 --timeout 300) || status=1
 echo "== tests: ASan+UBSan build"
 (cd "$root/build-asan" && ctest --output-on-failure -j2 --timeout 300) || status=1
+echo "== fuzz: every harness for 10 s (clang, libFuzzer, ASan+UBSan)"
+bash "$root/tools/fuzz/run.sh" --time 10 || status=1
 exit $status

@@ -10,5 +10,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config \
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-dev libspdlog-dev \
   libgtest-dev libgmock-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
-  python3 python3-zmq python3-msgpack >/dev/null
+  python3 python3-zmq python3-msgpack \
+  clang libclang-rt-14-dev >/dev/null
 echo "setup-debian: dependencies installed"

@@ -69,6 +69,31 @@ const char* kAllTypes = R"({
   "qln": {"_type": "qlognormal", "_value": [1, 0.5, 0.25]}
 })";
 
+TEST(SearchSpaceTest, ARepeatedKeyIsRefusedNamingIt) {
+  // JSON keeps one of two equal keys; MessagePack keeps both, and a trial's
+  // parameters could not be read back (found by tools/fuzz, search_space).
+  msgpack::sbuffer b;
+  msgpack::packer<msgpack::sbuffer> pk(b);
+  pk.pack_map(2);
+  for (int i = 0; i < 2; ++i) {
+    pk.pack(std::string("batch_size"));
+    pk.pack_map(2);
+    pk.pack(std::string("_type"));
+    pk.pack(std::string("choice"));
+    pk.pack(std::string("_value"));
+    pk.pack_array(1);
+    pk.pack(i);
+  }
+  msgpack::object_handle h = msgpack::unpack(b.data(), b.size());
+  try {
+    SearchSpace::Parse(h.get());
+    FAIL() << "a repeated key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"batch_size\": appears twice"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SearchSpaceTest, EveryTypeGivesTheRightTypeAndRange) {
   SearchSpace space = ParseJson(kAllTypes);
   ASSERT_EQ(space.params().size(), 10u);

@@ -34,6 +34,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -321,6 +322,7 @@ class SearchSpace {
 
   void ParseInto(int space_index, const msgpack::object& map, const std::string& prefix,
                  const std::string& option, int parent, int parent_option) {
+    std::set<std::string_view> seen;
     for (uint32_t i = 0; i < map.via.map.size; ++i) {
       const msgpack::object_kv& kv = map.via.map.ptr[i];
       if (!IsString(kv.key)) {
@@ -332,6 +334,9 @@ class SearchSpace {
       // NNI skips "_name" at every level: it labels a nested option.
       if (name == "_name") continue;
       std::string path = prefix.empty() ? name : prefix + "/" + name;
+      // A MessagePack map may repeat a key; which one counts would be a
+      // guess, and a trial's parameters could not be read back.
+      if (!seen.insert(StringView(kv.key)).second) Fail(path, option, "appears twice");
       int index = ParseParameter(name, path, option, kv.val, parent, parent_option);
       spaces_[static_cast<size_t>(space_index)].params.push_back(index);
     }
