@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -382,6 +383,41 @@ send('{"type": "FINAL", "value": 7}')
   EXPECT_GE(seen[0], 2) << "sequence 0 was not resent";
   EXPECT_GE(seen[3], 2) << "FINAL was not resent";
   EXPECT_EQ(seen.count(4), 0u) << "the second FINAL was not ignored";
+}
+
+TEST_F(WorkerTest, AckLogListsExactlyTheAcknowledgedResults) {
+  // tools/soak compares these lines with the host's store.
+  const std::string log = (dir_ / "acks.log").string();
+  StartWorker("printf '{\"value\": 0.25}\\n{\"value\": 0.5}\\n{\"type\": \"FINAL\", "
+              "\"value\": 0.75}\\n' >&$TUNEHOST_METRIC_FD",
+              {"--ack-log", log});
+  host_.Offer(MakeJob("a1", 1));
+  ASSERT_TRUE(AwaitStarted("a1"));
+  std::optional<TrialEnd> end;
+  std::map<uint64_t, int> seen;
+  const auto deadline = Clock::now() + kTimeout;
+  while (!end && Clock::now() < deadline) {
+    auto m = host_.Next(milliseconds{100});
+    if (!m) continue;
+    if (auto* me = std::get_if<ReportMetricData>(&m->body)) {
+      // Sequence 1 is acknowledged on its second sending only; the log
+      // still has it once.
+      if (++seen[me->sequence] == 1 && me->sequence == 1) continue;
+      Ack(*me);
+      Ack(*me);  // a duplicate ack matches nothing
+    } else if (auto* en = std::get_if<TrialEnd>(&m->body)) {
+      end = *en;
+    }
+  }
+  ASSERT_TRUE(end) << "no EN";
+  std::ifstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines[0], "a1 1 0 PERIODICAL 0.25 " + id_);
+  EXPECT_EQ(lines[1], "a1 1 1 PERIODICAL 0.5 " + id_);
+  EXPECT_EQ(lines[2], "a1 1 2 FINAL 0.75 " + id_);
 }
 
 TEST_F(WorkerTest, FailingCommandsReportExitCodeSignalAndStderrTail) {

@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   int64_t heartbeat_ms = 1000, ack_timeout_ms = 1000, kill_grace_ms = 5000, max_idle_ms = 0;
   int64_t orphan_timeout_ms = 0;
   int64_t host_pid = 0;
+  std::string ack_log;
   // A repeated option overrides the earlier one, as wrappers appending flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--command", command, "trial command, run as /bin/sh -c COMMAND")->required();
@@ -133,6 +134,9 @@ int main(int argc, char** argv) {
                  "for --orphan-timeout-ms: the parent process whose exit makes this worker an "
                  "orphan (default: the parent at start)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--ack-log", ack_log,
+                 "append one line per acknowledged result to this file: trial attempt sequence "
+                 "type value worker (what the host said it stored; tools/soak)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
   options.max_idle = milliseconds(max_idle_ms);
   options.orphan_timeout = milliseconds(orphan_timeout_ms);
   options.host_pid = static_cast<pid_t>(host_pid);
+  options.ack_log = ack_log;
 
   const int wake_fd = InstallSignalPipe();
   if (wake_fd < 0) {

@@ -1,5 +1,6 @@
 #include "worker.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -8,7 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iterator>
+#include <stdexcept>
 #include <msgpack.hpp>
 #include <utility>
 #include <zmq_addon.hpp>
@@ -54,9 +58,19 @@ std::string Shorten(const std::string& s, size_t max = 200) {
 }  // namespace
 
 Worker::Worker(WorkerOptions options, int wake_fd)
-    : options_(std::move(options)), wake_fd_(wake_fd), context_(1) {}
+    : options_(std::move(options)), wake_fd_(wake_fd), context_(1) {
+  if (!options_.ack_log.empty()) {
+    ack_log_fd_ = ::open(options_.ack_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (ack_log_fd_ < 0) {
+      throw std::runtime_error("cannot open the ack log " + options_.ack_log + ": " +
+                               std::strerror(errno));
+    }
+  }
+}
 
-Worker::~Worker() = default;
+Worker::~Worker() {
+  if (ack_log_fd_ >= 0) ::close(ack_log_fd_);
+}
 
 int Worker::Run() {
   Connect();
@@ -286,8 +300,29 @@ void Worker::RequestKill(Trial* trial, TrialStatus status, const std::string& re
 
 void Worker::OnAck(const protocol::MetricAck& ack) {
   Trial* trial = FindTrial(ack.trial_id, ack.attempt);
-  if (trial == nullptr || trial->pending.erase(ack.sequence) == 0) {
+  auto it = trial != nullptr ? trial->pending.find(ack.sequence)
+                             : decltype(trial->pending.end()){};
+  if (trial == nullptr || it == trial->pending.end()) {
     spdlog::debug("MA for {}#{} seq {} matched nothing", ack.trial_id, ack.attempt, ack.sequence);
+    return;
+  }
+  LogAck(ack, it->second);
+  trial->pending.erase(it);
+}
+
+// One line per acknowledged result, written with a single write(2) before
+// anything else happens, so that a SIGKILL right after leaves it in the file:
+//   <trial_id> <attempt> <sequence> <PERIODICAL|FINAL> <scalar> <worker_id>
+void Worker::LogAck(const protocol::MetricAck& ack, const PendingMetric& metric) {
+  if (ack_log_fd_ < 0) return;
+  char scalar[64];
+  std::snprintf(scalar, sizeof scalar, "%.17g", metric.scalar);
+  const std::string line = ack.trial_id + " " + std::to_string(ack.attempt) + " " +
+                           std::to_string(ack.sequence) + " " +
+                           std::string(protocol::ToString(metric.type)) + " " + scalar + " " +
+                           options_.id + "\n";
+  if (::write(ack_log_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    spdlog::warn("ack log: {}", std::strerror(errno));
   }
 }
 
@@ -321,7 +356,8 @@ void Worker::OnMetricLines(Trial* trial, const std::vector<std::string>& lines, 
         trial->job.trial_id,     trial->job.attempt, trial->job.parameter_id, metric.type, sequence,
         std::move(metric.value), options_.id};
     const auto now = Clock::now();
-    PendingMetric pending{protocol::Encode(message), now, now};
+    const auto& body = std::get<protocol::ReportMetricData>(message.body);
+    PendingMetric pending{protocol::Encode(message), body.type, body.value.scalar, now, now};
     SendBytes(pending.bytes);
     trial->pending[sequence] = std::move(pending);
   }

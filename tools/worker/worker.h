@@ -43,6 +43,9 @@ struct WorkerOptions {
   // The process whose exit makes the worker an orphan; 0: its parent when it
   // starts (a host that died while the worker started is then missed).
   pid_t host_pid = 0;
+  // A file to append one line per acknowledged result to (tools/soak): what
+  // this worker was told the host has stored. Empty: none.
+  std::string ack_log;
 };
 
 class Worker {
@@ -61,6 +64,8 @@ class Worker {
 
   struct PendingMetric {
     std::string bytes;  // the encoded ME, resent verbatim
+    protocol::MetricType type = protocol::MetricType::kPeriodical;
+    double scalar = 0;
     Clock::time_point first_sent;
     Clock::time_point last_sent;
   };
@@ -103,6 +108,7 @@ class Worker {
   Trial* FindTrial(const std::string& trial_id, uint32_t attempt);
   // When the oldest unacknowledged result was first sent (max: none).
   Clock::time_point OldestUnacknowledged() const;
+  void LogAck(const protocol::MetricAck& ack, const PendingMetric& metric);
 
   WorkerOptions options_;
   int wake_fd_;
@@ -118,6 +124,7 @@ class Worker {
   bool stop_ = false;
   Clock::time_point shutdown_deadline_;
   int shutdown_signals_ = 0;
+  int ack_log_fd_ = -1;
   pid_t parent_ = 0;          // the process that started the worker
   bool orphaned_ = false;     // it is gone
   bool adopted_ = false;      // a host asked for a hello since then
