@@ -457,6 +457,12 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     spdlog::debug("metric of superseded attempt {} of trial {} dropped", m.attempt, t.id);
     return Status::Ok();
   }
+  if (from_worker && t.state == TrialState::kRunning && t.worker_id != m.worker_id) {
+    // One worker holds a running attempt (its lease): results of the same
+    // attempt from another are not this trial's (wire-format.md §5.3).
+    return Status::BadState("metric for trial " + t.id + " from worker " + m.worker_id +
+                            ", which does not run it");
+  }
   if (t.state == TrialState::kEnded) {
     // A result that arrives after its trial ended (its worker resent it after
     // a restart, say) is kept, since it was acknowledged; it changes nothing.

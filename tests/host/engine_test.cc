@@ -251,6 +251,28 @@ TEST_F(EngineTest, AReofferedTrialsMetricsAreOnlyItsCurrentAttempts) {
   EXPECT_DOUBLE_EQ(t->final_metric->scalar, 0.8);
 }
 
+TEST_F(EngineTest, OnlyTheWorkerThatRunsAnAttemptReportsForIt) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  p::ReportMetricData forged;
+  forged.trial_id = job.trial_id;
+  forged.attempt = job.attempt;
+  forged.type = p::MetricType::kFinal;
+  forged.sequence = 0;
+  forged.value = MetricOf(1e9);
+  forged.worker_id = "intruder";
+  EXPECT_EQ(engine_->OnMetric(forged, now_).code(), Status::Code::kBadState);
+  EXPECT_FALSE(engine_->Find(job.trial_id)->final_metric.has_value());
+  ASSERT_OK(engine_->OnTrialEnd(
+      p::TrialEnd{job.trial_id, job.attempt, p::TrialStatus::kFailed, "", "intruder"}, now_));
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kRunning) << "an intruder's end";
+  Metric("w1", job, p::MetricType::kFinal, 0, 0.5);
+  EXPECT_DOUBLE_EQ(engine_->Find(job.trial_id)->final_metric->scalar, 0.5);
+}
+
 TEST_F(EngineTest, AWorkerThatDiesAfterItsFinalWasAcceptedEndsTheTrialSucceeded) {
   // DESIGN.md trust model: a trial whose FINAL is stored is never run again.
   Make([](EngineOptions& o) {
