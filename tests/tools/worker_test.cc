@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -415,9 +416,12 @@ TEST_F(WorkerTest, AckLogListsExactlyTheAcknowledgedResults) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 3u);
   std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines[0], "a1 1 0 PERIODICAL 0.25 " + id_);
-  EXPECT_EQ(lines[1], "a1 1 1 PERIODICAL 0.5 " + id_);
-  EXPECT_EQ(lines[2], "a1 1 2 FINAL 0.75 " + id_);
+  // The last field is when the ack came (Unix seconds).
+  EXPECT_EQ(lines[0].rfind("a1 1 0 PERIODICAL 0.25 " + id_ + " ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("a1 1 1 PERIODICAL 0.5 " + id_ + " ", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("a1 1 2 FINAL 0.75 " + id_ + " ", 0), 0u) << lines[2];
+  const double when = std::stod(lines[0].substr(lines[0].rfind(' ') + 1));
+  EXPECT_NEAR(when, static_cast<double>(std::time(nullptr)), 60);
 }
 
 TEST_F(WorkerTest, FailingCommandsReportExitCodeSignalAndStderrTail) {

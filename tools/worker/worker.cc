@@ -312,15 +312,19 @@ void Worker::OnAck(const protocol::MetricAck& ack) {
 
 // One line per acknowledged result, written with a single write(2) before
 // anything else happens, so that a SIGKILL right after leaves it in the file:
-//   <trial_id> <attempt> <sequence> <PERIODICAL|FINAL> <scalar> <worker_id>
+//   <trial_id> <attempt> <sequence> <PERIODICAL|FINAL> <scalar> <worker_id> <unix time>
 void Worker::LogAck(const protocol::MetricAck& ack, const PendingMetric& metric) {
   if (ack_log_fd_ < 0) return;
-  char scalar[64];
+  char scalar[64], when[64];
   std::snprintf(scalar, sizeof scalar, "%.17g", metric.scalar);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  std::snprintf(when, sizeof when, "%lld.%06ld", static_cast<long long>(now.tv_sec),
+                now.tv_nsec / 1000);
   const std::string line = ack.trial_id + " " + std::to_string(ack.attempt) + " " +
                            std::to_string(ack.sequence) + " " +
                            std::string(protocol::ToString(metric.type)) + " " + scalar + " " +
-                           options_.id + "\n";
+                           options_.id + " " + when + "\n";
   if (::write(ack_log_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     spdlog::warn("ack log: {}", std::strerror(errno));
   }
