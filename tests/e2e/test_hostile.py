@@ -35,6 +35,13 @@ def vm_kib(pid, key):
     raise AssertionError("no %s for pid %d" % (key, pid))
 
 
+def sanitized(pid):
+    """Whether the process runs under AddressSanitizer, whose allocator pads
+    every block and keeps freed ones in quarantine (up to 256 MiB)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -167,8 +174,10 @@ class HostileInputTest(unittest.TestCase):
             many.close()
             ctx.term()
         peak = vm_kib(host.proc.pid, "VmHWM")
-        self.assertLess(peak - base, 200 * 1024, "peak %d KiB over a base of %d KiB"
-                        % (peak, base))
+        # About 35 MiB of topics in libzmq's trie (~32 bytes per topic byte);
+        # small nodes cost several times that under ASan.
+        limit = (450 if sanitized(host.proc.pid) else 200) * 1024
+        self.assertLess(peak - base, limit, "peak %d KiB over a base of %d KiB" % (peak, base))
         # A normal subscriber gets events after the rebind.
         kind, body = host.initialize(SPACE, concurrency=1)
         self.assertEqual(kind, "ok", body)
