@@ -22,11 +22,12 @@
 #include "tunehost/host/control_queries.h"
 #include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
-#include "tunehost/host/isolated_plugin.h"
 #include "tunehost/host/store.h"
 #include "tunehost/host/strand.h"
 #include "tunehost/protocol/codec.h"
 #include "tunehost/protocol/limits.h"
+
+#include "plugin_strands.h"
 
 namespace tunehost::host {
 
@@ -160,22 +161,15 @@ class Server::Impl final : public EngineSink {
   }
 
   ~Impl() override {
-    // A strand left behind in a plugin call keeps its plugin: destroying
-    // (or unloading) it under the running call would crash the host.
-    StopStrands(kShutdownGrace);
-    if (tuner_stuck_) (void)tuner_.release();
-    if (assessor_stuck_) (void)assessor_.release();
-    tuner_strand_.reset();
-    assessor_strand_.reset();
-    tuner_.reset();
-    assessor_.reset();
+    // The strands first: their tasks use this server.
+    plugins_.Stop(kShutdownGrace);
     close(wake_[0]);
     close(wake_[1]);
   }
 
   // Whether a plugin call never returned (the host must leave the process
   // with _exit: nothing the call uses may be destroyed).
-  bool abandoned() const { return tuner_stuck_ || assessor_stuck_; }
+  bool abandoned() const { return plugins_.abandoned(); }
 
   Status Bind() {
     // Every bound socket has a size limit and bounded queues (§1.1): a
@@ -230,51 +224,27 @@ class Server::Impl final : public EngineSink {
   // Creates the strands and, on them, the plugins (a create that hangs is
   // caught like any plugin call); the search space is applied by the caller.
   Status CreatePlugins(const p::ExperimentSpec& spec) {
-    if (abandoned()) {
-      return Status::BadState("a plugin call of an earlier attempt never returned: restart the "
-                              "host");
-    }
     spec_ = spec;
     if (spec_.plugin_timeout_s) {
       options_.plugin_call_timeout = std::chrono::milliseconds(
           static_cast<int64_t>(std::ceil(*spec_.plugin_timeout_s * 1000)));
     }
-    tuner_strand_ = std::make_unique<Strand>("tuner " + spec.tuner.name);
-    auto tuner = std::make_shared<std::unique_ptr<Tuner>>();
-    Status st = SetupCall(kTuner, "create",
-                          [this, registry = registry_, plugin = spec.tuner, tuner,
-                           isolation = IsolationFor(spec.tuner, "tuner")] {
-                            return registry->CreateTuner(
-                                plugin.name, plugin.args,
-                                [this](int64_t id, p::Packed params) {
-                                  return SendTrial(id, std::move(params));
-                                },
-                                tuner.get(), isolation ? &*isolation : nullptr);
-                          });
-    if (st.ok() && spec.assessor) {
-      assessor_strand_ = std::make_unique<Strand>("assessor " + spec.assessor->name);
-      auto assessor = std::make_shared<std::unique_ptr<Assessor>>();
-      st = SetupCall(kAssessor, "create",
-                     [registry = registry_, plugin = *spec.assessor, assessor,
-                      isolation = IsolationFor(*spec.assessor, "assessor")] {
-                       return registry->CreateAssessor(plugin.name, plugin.args, assessor.get(),
-                                                       isolation ? &*isolation : nullptr);
-                     });
-      if (st.ok()) assessor_ = std::move(*assessor);
-      if (!st.ok()) st = CreateFailed("assessor:" + spec.assessor->name, st);
-    } else if (!st.ok()) {
-      st = CreateFailed("tuner:" + spec.tuner.name, st);
-    }
+    PluginStrands::Kind failed = PluginStrands::kTuner;
+    Status st = plugins_.Create(
+        spec, options_.plugin_call_timeout, options_.plugin_runner,
+        [this](int64_t id, p::Packed params) { return SendTrial(id, std::move(params)); },
+        // An isolated plugin's crash or timeout, from its strand.
+        [this](const std::string& code, const std::string& message, const std::string& source) {
+          Complete([this, code, message, source] { Publish(p::ErrorEvent{code, message, source}); });
+        },
+        &failed);
     if (!st.ok()) {
       // Not initialized: a later IN may try again.
-      if (!abandoned()) {
-        tuner_strand_.reset();
-        assessor_strand_.reset();
-      }
-      assessor_.reset();
-      return st;
+      NoteTimeout(failed, st);
+      return CreateFailed(failed == PluginStrands::kTuner ? "tuner:" + spec.tuner.name
+                                                          : "assessor:" + spec.assessor->name,
+                          st);
     }
-    tuner_ = std::move(*tuner);
     if (spec_.id.empty()) spec_.id = "exp";
     EngineOptions eo;
     eo.experiment_id = spec_.id;
@@ -284,29 +254,13 @@ class Server::Impl final : public EngineSink {
     eo.ack_timeout = options_.ack_timeout;
     eo.heartbeat_interval = options_.heartbeat_interval;
     eo.liveness = options_.liveness;
-    eo.has_assessor = assessor_ != nullptr;
+    eo.has_assessor = plugins_.assessor() != nullptr;
     engine_.SetOptions(std::move(eo));
     if (options_.deduplicate && !deduplicating_) {
       deduplicating_ = true;
       engine_.AddMiddleware(std::make_unique<DeduplicateMiddleware>());
     }
     return Status::Ok();
-  }
-
-  // How an isolated plugin runs (wire-format.md §4.3); nullopt: in-process.
-  // Its crashes and timeouts become ER events (on the plugin's strand, so
-  // through Complete).
-  std::optional<IsolationOptions> IsolationFor(const p::PluginSpec& plugin, const char* kind) {
-    if (plugin.isolation != p::PluginIsolation::kProcess) return std::nullopt;
-    IsolationOptions o;
-    o.runner = options_.plugin_runner;
-    o.call_timeout = options_.plugin_call_timeout;
-    o.memory_limit_bytes = static_cast<size_t>(plugin.memory_limit_mb.value_or(0)) << 20;
-    const std::string source = std::string(kind) + ":" + plugin.name;
-    o.on_event = [this, source](const std::string& code, const std::string& message) {
-      Complete([this, code, message, source] { Publish(p::ErrorEvent{code, message, source}); });
-    };
-    return o;
   }
 
   // A plugin that refused to be created (bad class arguments, a throwing
@@ -324,8 +278,8 @@ class Server::Impl final : public EngineSink {
     if (configured_) return Status::BadState("experiment already configured");
     Status st = CreatePlugins(spec);
     if (!st.ok()) return st;
-    st = SetupCall(kTuner, "update_search_space",
-                   [tuner = tuner_.get(), search_space] {
+    st = SetupCall(PluginStrands::kTuner, "update_search_space",
+                   [tuner = plugins_.tuner(), search_space] {
                      return tuner->UpdateSearchSpace(search_space);
                    });
     if (!st.ok()) return st;
@@ -339,51 +293,20 @@ class Server::Impl final : public EngineSink {
 
   void UseStore(Store* store) { store_ = store; }
 
-  enum PluginKind { kTuner = 0, kAssessor = 1 };
-
-  Strand* StrandOf(PluginKind kind) const {
-    return kind == kTuner ? tuner_strand_.get() : assessor_strand_.get();
-  }
-  std::string SourceOf(PluginKind kind) const {
-    if (kind == kTuner) return "tuner:" + (tuner_ ? tuner_->info().name : spec_.tuner.name);
-    return "assessor:" + (assessor_ ? assessor_->info().name
-                                    : spec_.assessor ? spec_.assessor->name : std::string());
+  // A setup call (configure, resume): waited for at most the call limit and
+  // only while no stop was asked (PluginStrands::Wait).
+  Status SetupCall(PluginStrands::Kind kind, const char* call, std::function<Status()> fn) {
+    Status st = plugins_.Wait(kind, call, std::move(fn));
+    NoteTimeout(kind, st);
+    return st;
   }
 
-  // A setup call (configure, resume) on a plugin's strand, waited for at
-  // most the call timeout and only while no stop was asked. `fn` must own
-  // what it uses: after a timeout it may still run.
-  Status SetupCall(PluginKind kind, const char* call, std::function<Status()> fn) {
-    auto done = std::make_shared<std::promise<Status>>();
-    std::future<Status> result = done->get_future();
-    StrandOf(kind)->Post([done, fn = std::move(fn)] { done->set_value(fn()); }, call);
-    const auto deadline = Clock::now() + CallLimit(kind);
-    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
-      if (stop_requested_.load() || Clock::now() >= deadline) {
-        (kind == kTuner ? tuner_stuck_ : assessor_stuck_) = true;
-        if (stop_requested_.load()) {
-          return Status::BadState("stopped while " + SourceOf(kind) + " ran " + call);
-        }
-        const std::string message = SourceOf(kind) + ": " + call + " did not return within " +
-                                    std::to_string(CallLimit(kind).count() / 1000) + " s";
-        Publish(p::ErrorEvent{"plugin_timeout", message, SourceOf(kind)});
-        return Status::PluginError(message);
-      }
+  // A call waited for that never returned is an ER event plugin_timeout.
+  void NoteTimeout(PluginStrands::Kind kind, const Status& st) {
+    if (plugins_.stuck(kind) && !stop_requested_.load() &&
+        st.code() == Status::Code::kPluginError) {
+      Publish(p::ErrorEvent{"plugin_timeout", st.message(), plugins_.Source(kind)});
     }
-    return result.get();
-  }
-
-  // How long one plugin call may run. An isolated plugin enforces the
-  // timeout itself (its runner is killed and restarted); the host's
-  // watchdog then only catches a proxy that failed to.
-  std::chrono::milliseconds CallLimit(PluginKind kind) const {
-    const auto timeout = options_.plugin_call_timeout;
-    return Isolated(kind) ? timeout * 2 + std::chrono::seconds(10) : timeout;
-  }
-  bool Isolated(PluginKind kind) const {
-    const p::PluginSpec* plugin = kind == kTuner ? &spec_.tuner
-                                                 : (spec_.assessor ? &*spec_.assessor : nullptr);
-    return plugin != nullptr && plugin->isolation == p::PluginIsolation::kProcess;
   }
 
   // The watchdog, once per loop turn: a plugin call that overran its limit
@@ -392,41 +315,15 @@ class Server::Impl final : public EngineSink {
   // A hung in-process assessor is left alone: trials run on without
   // assessment.
   void CheckWatchdog(Clock::time_point now) {
-    for (PluginKind kind : {kTuner, kAssessor}) {
-      Strand* strand = StrandOf(kind);
-      if (strand == nullptr) continue;
-      std::optional<Strand::Busy> busy = strand->busy();
-      if (!busy || now - busy->since < CallLimit(kind) || watchdog_reported_[kind] == busy->task + 1) {
-        continue;
-      }
-      watchdog_reported_[kind] = busy->task + 1;
-      (kind == kTuner ? tuner_stuck_ : assessor_stuck_) = true;
-      const auto seconds =
-          std::chrono::duration_cast<std::chrono::seconds>(now - busy->since).count();
-      const std::string message =
-          SourceOf(kind) + ": " + (busy->call.empty() ? std::string("a call") : busy->call) +
-          " has not returned after " + std::to_string(seconds) + " s (limit " +
-          std::to_string(CallLimit(kind).count() / 1000) + " s)";
-      spdlog::error("{}", message);
-      Publish(p::ErrorEvent{"plugin_timeout", message, SourceOf(kind)});
-      if (kind == kTuner) {
-        engine_.Fail(message + "; an in-process plugin cannot be interrupted (isolation: process "
-                               "restarts it instead)");
+    for (const PluginStrands::Overrun& o : plugins_.Overruns(now)) {
+      spdlog::error("{}", o.message);
+      Publish(p::ErrorEvent{"plugin_timeout", o.message, o.source});
+      if (o.kind == PluginStrands::kTuner) {
+        engine_.Fail(o.message + "; an in-process plugin cannot be interrupted (isolation: "
+                                 "process restarts it instead)");
       } else {
         spdlog::error("assessment stops: trials run to their end without it");
       }
-    }
-  }
-
-  // Stops the strands, waiting at most `grace` for each; a strand that does
-  // not stop is left behind with its plugin.
-  void StopStrands(std::chrono::milliseconds grace) {
-    if (tuner_strand_ && !tuner_strand_->Stop(tuner_stuck_ ? std::chrono::milliseconds(200) : grace)) {
-      tuner_stuck_ = true;
-    }
-    if (assessor_strand_ &&
-        !assessor_strand_->Stop(assessor_stuck_ ? std::chrono::milliseconds(200) : grace)) {
-      assessor_stuck_ = true;
     }
   }
 
@@ -493,9 +390,10 @@ class Server::Impl final : public EngineSink {
     // numbered from the count it had seen (all of them without a checkpoint).
     uint64_t known = 0;
     bool from_checkpoint = false;
-    if (auto cp = store_->Checkpoint("tuner"); cp && cp->plugin == tuner_->info().name) {
+    if (auto cp = store_->Checkpoint("tuner"); cp && cp->plugin == plugins_.tuner()->info().name) {
       auto supported = std::make_shared<bool>(false);
-      st = SetupCall(kTuner, "load_state", [tuner = tuner_.get(), state = cp->state, supported] {
+      st = SetupCall(PluginStrands::kTuner, "load_state",
+                     [tuner = plugins_.tuner(), state = cp->state, supported] {
         return tuner->LoadState(state, supported.get());
       });
       if (st.ok() && *supported) {
@@ -503,14 +401,14 @@ class Server::Impl final : public EngineSink {
         from_checkpoint = true;
       } else {
         spdlog::warn("tuner {}: checkpoint not restored ({}); importing every result instead",
-                     tuner_->info().name, st.ok() ? "load_state not supported" : st.message());
+                     plugins_.tuner()->info().name, st.ok() ? "load_state not supported" : st.message());
       }
     }
-    if (assessor_) {
-      if (auto cp = store_->Checkpoint("assessor"); cp && cp->plugin == assessor_->info().name) {
+    if (plugins_.assessor() != nullptr) {
+      if (auto cp = store_->Checkpoint("assessor"); cp && cp->plugin == plugins_.assessor()->info().name) {
         auto supported = std::make_shared<bool>(false);
-        st = SetupCall(kAssessor, "load_state",
-                       [assessor = assessor_.get(), state = cp->state, supported] {
+        st = SetupCall(PluginStrands::kAssessor, "load_state",
+                       [assessor = plugins_.assessor(), state = cp->state, supported] {
                          return assessor->LoadState(state, supported.get());
                        });
         if (!st.ok()) spdlog::warn("assessor checkpoint not restored: {}", st.message());
@@ -558,15 +456,15 @@ class Server::Impl final : public EngineSink {
     const size_t n = replay.size();
     if (n > 0) {
       auto supported = std::make_shared<bool>(true);
-      st = SetupCall(kTuner, "import_data",
-                     [tuner = tuner_.get(), data = ToPacked(records), supported] {
+      st = SetupCall(PluginStrands::kTuner, "import_data",
+                     [tuner = plugins_.tuner(), data = ToPacked(records), supported] {
                        return tuner->ImportData(data, supported.get());
                      });
       if (!st.ok()) return st;
       if (!*supported) {
         spdlog::warn("tuner {} neither keeps state nor imports data: it starts from scratch "
                      "({} results not replayed)",
-                     tuner_->info().name, n);
+                     plugins_.tuner()->info().name, n);
       }
     }
     RestoreTrials(stored, /*resume=*/true, grace);
@@ -645,7 +543,7 @@ class Server::Impl final : public EngineSink {
     if (store_ && !store_failed_) Checkpoint(/*wait=*/true);
     // Let strands finish what the engine already handed them (trial ends),
     // within a bounded time: a hung plugin never holds the host.
-    StopStrands(kShutdownGrace);
+    plugins_.Stop(kShutdownGrace);
     RunCompletions();
     FlushStore(true);
     running_ = false;
@@ -731,7 +629,7 @@ class Server::Impl final : public EngineSink {
     PostTuner([this, ids] {
       std::vector<std::pair<int64_t, p::Packed>> out;
       bool no_more = false;
-      Status st = tuner_->Generate(ids, &out, &no_more);
+      Status st = plugins_.tuner()->Generate(ids, &out, &no_more);
       Complete([this, ids, out = std::move(out), no_more, st]() mutable {
         if (!st.ok()) PluginFailed("tuner", st);
         engine_.OnParameters(ids, std::move(out), no_more, st, Clock::now());
@@ -747,14 +645,14 @@ class Server::Impl final : public EngineSink {
     bool customized = t.source != p::ParameterSource::kAlgorithm &&
                       t.source != p::ParameterSource::kExternal;
     PostTuner([this, id = t.parameter_id, params = t.parameters, metric, customized] {
-      Status st = tuner_->ReceiveTrialResult(id, params, metric.raw, metric.scalar, customized);
+      Status st = plugins_.tuner()->ReceiveTrialResult(id, params, metric.raw, metric.scalar, customized);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
     }, "receive_trial_result");
   }
 
   void TunerTrialEnd(const Trial& t, bool success) override {
     PostTuner([this, id = t.parameter_id, success] {
-      Status st = tuner_->TrialEnd(id, success);
+      Status st = plugins_.tuner()->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("tuner", st); });
     }, "trial_end");
   }
@@ -766,7 +664,7 @@ class Server::Impl final : public EngineSink {
   void AssessorAssess(const Trial& t, p::Packed history) override {
     PostAssessor([this, id = t.id, attempt = t.attempt, history = std::move(history)] {
       bool good = true;
-      Status st = assessor_->AssessTrial(id, history, &good);
+      Status st = plugins_.assessor()->AssessTrial(id, history, &good);
       Complete([this, id, attempt, good, st] {
         if (!st.ok()) {
           PluginFailed("assessor", st);
@@ -779,7 +677,7 @@ class Server::Impl final : public EngineSink {
 
   void AssessorTrialEnd(const Trial& t, bool success) override {
     PostAssessor([this, id = t.id, success] {
-      Status st = assessor_->TrialEnd(id, success);
+      Status st = plugins_.assessor()->TrialEnd(id, success);
       if (!st.ok()) Complete([this, st] { PluginFailed("assessor", st); });
     }, "trial_end");
   }
@@ -806,14 +704,13 @@ class Server::Impl final : public EngineSink {
   // `call` names the plugin call for the watchdog.
   void PostTuner(std::function<void()> fn, const char* call) {
     AfterCommit([this, fn = std::move(fn), call]() mutable {
-      tuner_strand_->Post(std::move(fn), call);
+      plugins_.Post(PluginStrands::kTuner, std::move(fn), call);
     });
   }
 
   void PostAssessor(std::function<void()> fn, const char* call) {
-    if (assessor_stuck_) return;  // hung: nothing more is queued behind it
     AfterCommit([this, fn = std::move(fn), call]() mutable {
-      assessor_strand_->Post(std::move(fn), call);
+      plugins_.Post(PluginStrands::kAssessor, std::move(fn), call);
     });
   }
 
@@ -872,7 +769,7 @@ class Server::Impl final : public EngineSink {
 
   // Asks the plugins for their state after every call posted so far.
   void Checkpoint(bool wait) {
-    if (!tuner_ || !tuner_strand_ || viewed_) return;
+    if (!plugins_.created() || viewed_) return;
     checkpointed_at_ = Clock::now();
     checkpointed_key_ = CheckpointKey();
     checkpoint_due_ = false;
@@ -902,19 +799,19 @@ class Server::Impl final : public EngineSink {
       });
     };
     std::vector<std::future<void>> done;
-    auto post = [&](Strand* strand, auto fn) {
+    auto post = [&](PluginStrands::Kind kind, auto fn) {
+      if (plugins_.stuck(kind)) return;
       auto task = std::make_shared<std::packaged_task<void()>>(std::move(fn));
       done.push_back(task->get_future());
-      strand->Post([task] { (*task)(); }, "save_state");
+      plugins_.Post(kind, [task] { (*task)(); }, "save_state");
     };
     // Called after the loop turn's batch ran: every result numbered below
     // this was posted to the tuner before its save_state.
     const uint64_t seen = static_cast<uint64_t>(results_handed_);
-    if (!tuner_stuck_) {
-      post(tuner_strand_.get(), [save, this, seen] { save("tuner", tuner_.get(), seen); });
-    }
-    if (assessor_ && assessor_strand_ && !assessor_stuck_) {
-      post(assessor_strand_.get(), [save, this, seen] { save("assessor", assessor_.get(), seen); });
+    post(PluginStrands::kTuner, [save, this, seen] { save("tuner", plugins_.tuner(), seen); });
+    if (plugins_.assessor() != nullptr) {
+      post(PluginStrands::kAssessor,
+           [save, this, seen] { save("assessor", plugins_.assessor(), seen); });
     }
     if (!wait) return;
     // At exit: bounded, a hung plugin never holds the host.
@@ -946,9 +843,9 @@ class Server::Impl final : public EngineSink {
   }
 
   void PluginFailed(const char* kind, const Status& st) {
-    std::string source = std::string(kind) + ":" +
-                         (std::string(kind) == "tuner" ? tuner_->info().name
-                                                       : assessor_->info().name);
+    const std::string source = plugins_.Source(std::string(kind) == "tuner"
+                                                   ? PluginStrands::kTuner
+                                                   : PluginStrands::kAssessor);
     spdlog::error("{} failed: {}", source, st.message());
     Publish(p::ErrorEvent{std::string(st.CodeName()), st.message(), source});
   }
@@ -1210,8 +1107,8 @@ class Server::Impl final : public EngineSink {
     } else if (auto* b = std::get_if<p::RequestTrialJobs>(&m.body)) {
       HandleRequestTrialJobs(peer, b->count);
     } else if (auto* b = std::get_if<p::UpdateSearchSpace>(&m.body)) {
-      tuner_strand_->Post([this, peer, space = b->search_space] {
-        Status st = tuner_->UpdateSearchSpace(space);
+      plugins_.Post(PluginStrands::kTuner, [this, peer, space = b->search_space] {
+        Status st = plugins_.tuner()->UpdateSearchSpace(space);
         Complete([this, peer, st, space] {
           if (!st.ok()) {
             PluginFailed("tuner", st);
@@ -1261,8 +1158,8 @@ class Server::Impl final : public EngineSink {
       return;
     }
     configuring_ = true;
-    tuner_strand_->Post([this, peer, space = in.search_space] {
-      Status st = tuner_->UpdateSearchSpace(space);
+    plugins_.Post(PluginStrands::kTuner, [this, peer, space = in.search_space] {
+      Status st = plugins_.tuner()->UpdateSearchSpace(space);
       Complete([this, peer, st] {
         configuring_ = false;
         if (!st.ok()) {
@@ -1309,10 +1206,10 @@ class Server::Impl final : public EngineSink {
       answer({}, true);
       return;
     }
-    tuner_strand_->Post([this, peer, ids, answer] {
+    plugins_.Post(PluginStrands::kTuner, [this, peer, ids, answer] {
       std::vector<std::pair<int64_t, p::Packed>> out;
       bool no_more = false;
-      Status st = tuner_->Generate(ids, &out, &no_more);
+      Status st = plugins_.tuner()->Generate(ids, &out, &no_more);
       Complete([this, peer, ids, answer, out = std::move(out), no_more, st]() mutable {
         if (!st.ok()) {
           PluginFailed("tuner", st);
@@ -1343,16 +1240,16 @@ class Server::Impl final : public EngineSink {
       b.write(r.value.raw.data(), r.value.raw.size());
     }
     size_t n = fd.data.size();
-    tuner_strand_->Post([this, peer, records = ToPacked(b), n] {
+    plugins_.Post(PluginStrands::kTuner, [this, peer, records = ToPacked(b), n] {
       bool supported = true;
-      Status st = tuner_->ImportData(records, &supported);
+      Status st = plugins_.tuner()->ImportData(records, &supported);
       Complete([this, peer, st, supported, n, records] {
         if (!st.ok()) {
           PluginFailed("tuner", st);
           Reply(peer, st);
           return;
         }
-        if (!supported) spdlog::warn("tuner {} does not import data", tuner_->info().name);
+        if (!supported) spdlog::warn("tuner {} does not import data", plugins_.tuner()->info().name);
         if (supported) {
           // Kept like a result, so a resume replays it unless the tuner's
           // checkpoint already holds it; a checkpoint follows this turn.
@@ -1390,16 +1287,8 @@ class Server::Impl final : public EngineSink {
   bool jobs_blocked_ = false;  // the last job send hit the HWM
 
   p::ExperimentSpec spec_;
-  std::unique_ptr<Tuner> tuner_;
-  std::unique_ptr<Assessor> assessor_;
-  // Declared after the plugins: strands stop (join) before plugins are destroyed.
-  std::unique_ptr<Strand> tuner_strand_;
-  std::unique_ptr<Strand> assessor_strand_;
-  // A plugin call overran (watchdog) or never returned: the plugin is never
-  // destroyed and nothing more is queued for it.
-  bool tuner_stuck_ = false;
-  bool assessor_stuck_ = false;
-  uint64_t watchdog_reported_[2] = {0, 0};  // task + 1 of the last overrun reported
+  // After the sockets and the stop flag it uses; stopped first in ~Impl.
+  PluginStrands plugins_{registry_, &stop_requested_};
   std::map<std::string, bool> checkpoint_failing_;  // by kind
   Engine engine_;
   bool configured_ = false;
