@@ -5,6 +5,7 @@ Binaries come from TUNEHOST_BIN_DIR and plugins from TUNEHOST_PLUGIN_DIR
 Python implementation of protocol/docs/wire-format.md.
 """
 import itertools
+import json
 import os
 import signal
 import socket
@@ -56,6 +57,18 @@ def wait_for(predicate, timeout, what):
     if value:
         return value
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def host_file(experiment_dir, pid, timeout=30):
+    """The experiment's host.json once process `pid` wrote it (its endpoints)."""
+    def read():
+        try:
+            with open(os.path.join(experiment_dir, "host.json")) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return data if data.get("pid") == pid else None
+    return wait_for(read, timeout, "host.json of pid %d" % pid)
 
 
 class Host:

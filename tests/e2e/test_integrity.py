@@ -73,14 +73,8 @@ class RunHost:
         return endpoints
 
     def host_file(self):
-        def read():
-            try:
-                with open(os.path.join(self.dir, "host.json")) as f:
-                    data = json.load(f)
-            except (OSError, ValueError):
-                return None
-            return data if data["pid"] == self.proc.pid else None
-        return wait_for(read, 30, "host.json of pid %d" % self.proc.pid)
+        """host.json once the current process wrote it."""
+        return harness.host_file(self.dir, self.proc.pid)
 
     def request(self, type_code, body, timeout=10):
         msg_id = int(time.monotonic_ns() % 1000000000)

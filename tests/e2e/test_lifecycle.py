@@ -102,14 +102,7 @@ class Experiment:
 
     def host_file(self):
         """host.json once the current process wrote it."""
-        def read():
-            try:
-                with open(os.path.join(self.dir, "host.json")) as f:
-                    data = json.load(f)
-            except (OSError, ValueError):
-                return None
-            return data if data["pid"] == self.proc.pid else None
-        return wait_for(read, 30, "host.json of pid %d" % self.proc.pid)
+        return harness.host_file(self.dir, self.proc.pid)
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
