@@ -74,14 +74,14 @@ def host_file(experiment_dir, pid, timeout=30):
 class Host:
     """A `tunehost serve` process with a control client and an event watcher."""
 
-    def __init__(self, extra_args=(), heartbeat_ms=200, ack_timeout_ms=1000):
+    def __init__(self, extra_args=(), heartbeat_ms=200, ack_timeout_ms=1000, plugin_dir=None):
         ports = free_ports(4)
         self.endpoints = {name: "tcp://127.0.0.1:%d" % port
                           for name, port in zip(("control", "jobs", "results", "events"), ports)}
         self.heartbeat_ms = heartbeat_ms
         self.logfile = tempfile.NamedTemporaryFile(prefix="tunehost-host-", suffix=".log",
                                                    delete=False)
-        args = [TUNEHOST, "serve", "--plugins", PLUGIN_DIR,
+        args = [TUNEHOST, "serve", "--plugins", plugin_dir or PLUGIN_DIR,
                 "--heartbeat-ms", str(heartbeat_ms), "--ack-timeout-ms", str(ack_timeout_ms)]
         for name, ep in self.endpoints.items():
             args += ["--" + name, ep]

@@ -326,6 +326,29 @@ class FaultMatrixTest(unittest.TestCase):
         self.assertIn("crashed the plugin runner 3 times in a row", failures[0]["message"])
 
 
+class ServeIsolationTest(unittest.TestCase):
+    def test_in_asks_for_an_isolated_tuner_whose_crash_is_survived(self):
+        host = harness.Host(plugin_dir=TEST_PLUGIN_DIR)
+        self.addCleanup(host.close)
+        once = os.path.join(tempfile.mkdtemp(prefix="tunehost-serve-iso-"), "once")
+        kind, body = host.request("IN", {
+            "search_space": {"x": {"_type": "uniform", "_value": [0, 1]}},
+            "experiment": {"id": "iso", "tuner": {
+                "name": "fixture-faulty", "isolation": "process", "memory_limit_mb": 512,
+                "args": {"fault": "segfault", "call": "generate", "once_file": once}},
+                "assessor": None, "concurrency": 1, "max_trials": 0, "max_duration_s": 0.0,
+                "plugin_timeout_s": 30.0}})
+        self.assertEqual(kind, "ok", body)
+        kind, body = host.request("GE", {"count": 2})
+        self.assertEqual(kind, "ok", body)
+        self.assertEqual(len(body["data"]["trials"]), 2, "the crashed call was retried")
+        self.assertTrue(os.path.exists(once), "the fault fired")
+        crashes = wait_for(lambda: [e for e in host.events_of("ER")
+                                    if e["code"] == "plugin_crashed"], 20, "an ER event")
+        self.assertEqual(crashes[0]["source"], "tuner:fixture-faulty")
+        self.assertIn("during generate", crashes[0]["message"])
+
+
 class CrashedHostTest(unittest.TestCase):
     def test_a_killed_host_shows_as_crashed_not_running(self):
         run = Run("random", {"seed": 1}, max_trials=50, plugin_dir=harness.PLUGIN_DIR,
