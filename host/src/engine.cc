@@ -194,25 +194,44 @@ Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Pack
   return t;
 }
 
-const Trial& Engine::AddCustomized(p::Packed parameters, Clock::time_point now) {
-  int64_t id = ids_.Allocate(1).front();
-  ids_.Claim(id);
-  Trial& t = NewTrial(id, p::ParameterSource::kCustomized, std::move(parameters), now);
-  Pump(now);
-  return t;
-}
-
-Status Engine::ReserveExternal(uint32_t count, Clock::time_point now, std::vector<int64_t>* ids) {
-  ids->clear();
+Status Engine::TakesNewTrials() const {
   switch (status_) {
     case ExperimentStatus::kRunning:
     case ExperimentStatus::kTunerNoMoreTrial:
     case ExperimentStatus::kNoMoreTrial:
-      break;
+      return Status::Ok();
     default:
       return Status::BadState("experiment is " + std::string(ToString(status_)) +
                               ": it takes no new trials");
   }
+}
+
+Status Engine::AddCustomized(p::Packed parameters, Clock::time_point now, const Trial** added) {
+  Status st = TakesNewTrials();
+  if (!st.ok()) return st;
+  if (!BudgetOpen(now)) {
+    return Status::BadState("the experiment's budget (max_trials " +
+                            std::to_string(options_.max_trials) +
+                            ", max_duration) is used up: it takes no new trials");
+  }
+  if (customized_open_ >= p::kMaxQueuedCustomTrials) {
+    return Status::BadState(std::to_string(customized_open_) +
+                            " added trials have not ended yet (the limit is " +
+                            std::to_string(p::kMaxQueuedCustomTrials) + ")");
+  }
+  int64_t id = ids_.Allocate(1).front();
+  ids_.Claim(id);
+  Trial& t = NewTrial(id, p::ParameterSource::kCustomized, std::move(parameters), now);
+  ++customized_open_;
+  if (added != nullptr) *added = &t;
+  Pump(now);
+  return Status::Ok();
+}
+
+Status Engine::ReserveExternal(uint32_t count, Clock::time_point now, std::vector<int64_t>* ids) {
+  ids->clear();
+  Status st = TakesNewTrials();
+  if (!st.ok()) return st;
   size_t n = count;
   if (options_.max_duration.count() > 0 && now - started_ >= options_.max_duration) n = 0;
   if (options_.max_trials != 0) {
@@ -463,7 +482,19 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     return Status::BadState("metric for trial " + t.id + " from worker " + m.worker_id +
                             ", which does not run it");
   }
+  if (m.type == p::MetricType::kPeriodical && m.sequence >= p::kMaxPeriodicalResults) {
+    // Acknowledged (the worker must stop resending) and dropped.
+    return Status::BadField("metric sequence " + std::to_string(m.sequence) + " of trial " +
+                            t.id + " is over the limit of " +
+                            std::to_string(p::kMaxPeriodicalResults) +
+                            " intermediate results per attempt");
+  }
   if (t.state == TrialState::kEnded) {
+    if (from_worker && t.source != p::ParameterSource::kExternal && t.worker_id != m.worker_id) {
+      // Only the worker that ran the attempt may still deliver its results.
+      return Status::BadState("metric for ended trial " + t.id + " from worker " +
+                              m.worker_id + ", which did not run it");
+    }
     // A result that arrives after its trial ended (its worker resent it after
     // a restart, say) is kept, since it was acknowledged; it changes nothing.
     const bool known = m.type == p::MetricType::kFinal ? t.final_metric.has_value()
@@ -583,6 +614,7 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
   } else if (t.state == TrialState::kWaiting) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
   }
+  if (t.source == p::ParameterSource::kCustomized) --customized_open_;
   t.state = TrialState::kEnded;
   t.status = status;
   t.error = std::move(error);
@@ -825,6 +857,9 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
   Trial& r = trials_[id] = std::move(t);
   next_sequence_ = std::max(next_sequence_, r.sequence_id + 1);
   ++stats_.created;
+  if (r.state != TrialState::kEnded && r.source == p::ParameterSource::kCustomized) {
+    ++customized_open_;
+  }
   switch (r.state) {
     case TrialState::kEnded:
       ended_order_.push_back(id);

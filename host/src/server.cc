@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -27,6 +29,7 @@
 #include "tunehost/protocol/codec.h"
 #include "tunehost/protocol/limits.h"
 
+#include "pending_replies.h"
 #include "plugin_strands.h"
 
 namespace tunehost::host {
@@ -55,6 +58,19 @@ constexpr auto kShutdownGrace = std::chrono::seconds(5);
 std::string PeerOf(const zmq::message_t& m) {
   const char* address = zmq_msg_gets(const_cast<zmq_msg_t*>(m.handle()), "Peer-Address");
   return address ? address : "";
+}
+
+// TUNEHOST_FAILPOINT=NAME:N, for the tests that crash the host at an exact
+// point (the way SQLite's and etcd's tests inject faults): N for NAME, else 0.
+uint64_t FailpointCount(std::string_view name) {
+  const char* env = std::getenv("TUNEHOST_FAILPOINT");
+  if (env == nullptr) return 0;
+  std::string_view spec(env);
+  if (spec.size() <= name.size() + 1 || spec.substr(0, name.size()) != name ||
+      spec[name.size()] != ':') {
+    return 0;
+  }
+  return std::strtoull(env + name.size() + 1, nullptr, 10);
 }
 
 double WallNow() {
@@ -321,6 +337,10 @@ class Server::Impl final : public EngineSink {
       if (o.kind == PluginStrands::kTuner) {
         engine_.Fail(o.message + "; an in-process plugin cannot be interrupted (isolation: "
                                  "process restarts it instead)");
+        // Nothing queued behind the stuck call will run: answer now.
+        for (const Peer& peer : waiting_requests_.TakeAll()) {
+          Reply(peer, Status::PluginError(o.message));
+        }
       } else {
         spdlog::error("assessment stops: trials run to their end without it");
       }
@@ -584,9 +604,19 @@ class Server::Impl final : public EngineSink {
 
   // --- EngineSink ---
   bool SendJob(const p::NewTrialJob& job) override {
+    // An offer leaves only once the store holds the trial and the attempt
+    // it names: a resume must know every attempt a worker may have been
+    // handed (wire-format.md §5.3). Nothing is written per offer, so this
+    // commits at most once per loop turn.
+    if (!CommitStore()) return false;
     std::string bytes = p::Encode(++next_id_, job);
     auto sent = jobs_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
     jobs_blocked_ = !sent.has_value();
+    if (sent && kill_after_offers_ != 0 && ++offers_sent_ == kill_after_offers_) {
+      // Fault injection for the tests (TUNEHOST_FAILPOINT): die the way
+      // a host killed right after an offer does.
+      raise(SIGKILL);
+    }
     return sent.has_value();
   }
 
@@ -1107,30 +1137,38 @@ class Server::Impl final : public EngineSink {
     } else if (auto* b = std::get_if<p::RequestTrialJobs>(&m.body)) {
       HandleRequestTrialJobs(peer, b->count);
     } else if (auto* b = std::get_if<p::UpdateSearchSpace>(&m.body)) {
-      plugins_.Post(PluginStrands::kTuner, [this, peer, space = b->search_space] {
+      PostRequest(peer, [this, space = b->search_space](uint64_t token) {
         Status st = plugins_.tuner()->UpdateSearchSpace(space);
-        Complete([this, peer, st, space] {
+        Complete([this, token, st, space] {
+          if (!st.ok()) PluginFailed("tuner", st);
+          std::optional<Peer> peer = waiting_requests_.Take(token);
+          if (!peer) return;  // answered by the watchdog
           if (!st.ok()) {
-            PluginFailed("tuner", st);
-            Reply(peer, st);
+            Reply(*peer, st);
           } else {
             if (store_) store_->AddSearchSpace(space);
-            AfterCommit([this, peer] { ReplyOk(peer); });
+            AfterCommit([this, peer = *peer] { ReplyOk(peer); });
           }
         });
       }, "update_search_space");
     } else if (auto* b = std::get_if<p::ImportData>(&m.body)) {
       HandleImport(peer, *b);
     } else if (auto* b = std::get_if<p::AddCustomizedTrialJob>(&m.body)) {
-      const Trial& t = engine_.AddCustomized(b->parameters, now);
+      const Trial* t = nullptr;
+      Status r = engine_.AddCustomized(b->parameters, now, &t);
+      if (!r.ok()) {
+        Reply(peer, r);
+        return;
+      }
       msgpack::sbuffer buf;
       Packer pk(buf);
       pk.pack_map(2);
       PackStr(pk, "trial_id");
-      PackStr(pk, t.id);
+      PackStr(pk, t->id);
       PackStr(pk, "sequence_id");
-      pk.pack_uint64(t.sequence_id);
-      ReplyOk(peer, ToPacked(buf));
+      pk.pack_uint64(t->sequence_id);
+      // The reply names a trial the store must hold first.
+      AfterCommit([this, peer, data = ToPacked(buf)] { ReplyOk(peer, data); });
     } else if (auto* b = std::get_if<p::ReportMetricData>(&m.body)) {
       Status r = engine_.OnMetric(*b, now);
       // Like a worker's ack, the reply says the metric is stored.
@@ -1141,6 +1179,28 @@ class Server::Impl final : public EngineSink {
     } else {
       Reply(peer, Status::UnknownType("type " + m.type + " is not a control request"));
     }
+  }
+
+  // Queues a tuner call that a control request waits for; `fn` gets the
+  // token its completion takes the peer back with (PendingReplies). False
+  // (and the request answered) when the tuner is stuck in a call or too many
+  // requests wait for it already.
+  bool PostRequest(const Peer& peer, std::function<void(uint64_t)> fn, const char* call) {
+    if (plugins_.stuck(PluginStrands::kTuner)) {
+      Reply(peer, Status::PluginError(plugins_.Source(PluginStrands::kTuner) +
+                                      " is stuck in a call that never returned"));
+      return false;
+    }
+    if (waiting_requests_.full()) {
+      Reply(peer, Status::Unavailable(std::to_string(waiting_requests_.size()) +
+                                      " requests already wait for " +
+                                      plugins_.Source(PluginStrands::kTuner) +
+                                      " (the limit): try again when they are answered"));
+      return false;
+    }
+    const uint64_t token = waiting_requests_.Add(peer);
+    plugins_.Post(PluginStrands::kTuner, [fn = std::move(fn), token] { fn(token); }, call);
+    return true;
   }
 
   void HandleInitialize(const Peer& peer, const p::Initialize& in) {
@@ -1158,22 +1218,24 @@ class Server::Impl final : public EngineSink {
       return;
     }
     configuring_ = true;
-    plugins_.Post(PluginStrands::kTuner, [this, peer, space = in.search_space] {
+    PostRequest(peer, [this, space = in.search_space](uint64_t token) {
       Status st = plugins_.tuner()->UpdateSearchSpace(space);
-      Complete([this, peer, st] {
+      Complete([this, token, st] {
         configuring_ = false;
+        std::optional<Peer> peer = waiting_requests_.Take(token);
         if (!st.ok()) {
           PluginFailed("tuner", st);
-          Reply(peer, st);
+          if (peer) Reply(*peer, st);
           return;
         }
+        if (!peer) return;  // the watchdog gave up on it: the experiment failed
         configured_ = true;
         msgpack::sbuffer b;
         Packer pk(b);
         pk.pack_map(1);
         PackStr(pk, "experiment_id");
         PackStr(pk, spec_.id);
-        ReplyOk(peer, ToPacked(b));
+        ReplyOk(*peer, ToPacked(b));
         StartExperiment();
       });
     }, "update_search_space");
@@ -1187,7 +1249,8 @@ class Server::Impl final : public EngineSink {
       Reply(peer, st);
       return;
     }
-    auto answer = [this, peer, count](const std::vector<p::NewTrialJob>& jobs, bool no_more) {
+    auto answer = [this, count](const Peer& peer, const std::vector<p::NewTrialJob>& jobs,
+                                bool no_more) {
       msgpack::sbuffer b;
       Packer pk(b);
       pk.pack_map(2);
@@ -1203,29 +1266,36 @@ class Server::Impl final : public EngineSink {
       AfterCommit([this, peer, data = ToPacked(b)] { ReplyOk(peer, data); });
     };
     if (ids.empty()) {  // the budget is used up
-      answer({}, true);
+      answer(peer, {}, true);
       return;
     }
-    plugins_.Post(PluginStrands::kTuner, [this, peer, ids, answer] {
-      std::vector<std::pair<int64_t, p::Packed>> out;
-      bool no_more = false;
-      Status st = plugins_.tuner()->Generate(ids, &out, &no_more);
-      Complete([this, peer, ids, answer, out = std::move(out), no_more, st]() mutable {
-        if (!st.ok()) {
-          PluginFailed("tuner", st);
-          out.clear();
-        }
-        std::vector<p::NewTrialJob> jobs;
-        for (const Trial* t : engine_.OnExternalParameters(ids, std::move(out), Clock::now())) {
-          jobs.push_back(engine_.JobFor(*t));
-        }
-        if (!st.ok() && jobs.empty()) {
-          Reply(peer, st);  // nothing to hand out: the client gets the plugin's error
-          return;
-        }
-        answer(jobs, no_more);
-      });
-    }, "generate");
+    if (!PostRequest(peer, [this, ids, answer](uint64_t token) {
+          std::vector<std::pair<int64_t, p::Packed>> out;
+          bool no_more = false;
+          Status st = plugins_.tuner()->Generate(ids, &out, &no_more);
+          Complete([this, token, ids, answer, out = std::move(out), no_more, st]() mutable {
+            if (!st.ok()) {
+              PluginFailed("tuner", st);
+              out.clear();
+            }
+            // The trials exist even when the watchdog answered the client:
+            // they count, and the client may list them (LT).
+            std::vector<p::NewTrialJob> jobs;
+            for (const Trial* t :
+                 engine_.OnExternalParameters(ids, std::move(out), Clock::now())) {
+              jobs.push_back(engine_.JobFor(*t));
+            }
+            std::optional<Peer> peer = waiting_requests_.Take(token);
+            if (!peer) return;
+            if (!st.ok() && jobs.empty()) {
+              Reply(*peer, st);  // nothing to hand out: the client gets the plugin's error
+              return;
+            }
+            answer(*peer, jobs, no_more);
+          });
+        }, "generate")) {
+      engine_.OnExternalParameters(ids, {}, Clock::now());  // releases the ids
+    }
   }
 
   void HandleImport(const Peer& peer, const p::ImportData& fd) {
@@ -1240,13 +1310,14 @@ class Server::Impl final : public EngineSink {
       b.write(r.value.raw.data(), r.value.raw.size());
     }
     size_t n = fd.data.size();
-    plugins_.Post(PluginStrands::kTuner, [this, peer, records = ToPacked(b), n] {
+    PostRequest(peer, [this, records = ToPacked(b), n](uint64_t token) {
       bool supported = true;
       Status st = plugins_.tuner()->ImportData(records, &supported);
-      Complete([this, peer, st, supported, n, records] {
+      Complete([this, token, st, supported, n, records] {
+        std::optional<Peer> peer = waiting_requests_.Take(token);
         if (!st.ok()) {
           PluginFailed("tuner", st);
-          Reply(peer, st);
+          if (peer) Reply(*peer, st);
           return;
         }
         if (!supported) spdlog::warn("tuner {} does not import data", plugins_.tuner()->info().name);
@@ -1262,7 +1333,7 @@ class Server::Impl final : public EngineSink {
         pk.pack_map(1);
         PackStr(pk, "imported");
         pk.pack_uint64(supported ? n : 0);
-        AfterCommit([this, peer, data = ToPacked(out)] { ReplyOk(peer, data); });
+        if (peer) AfterCommit([this, peer = *peer, data = ToPacked(out)] { ReplyOk(peer, data); });
       });
     }, "import_data");
   }
@@ -1285,6 +1356,8 @@ class Server::Impl final : public EngineSink {
   std::deque<std::function<void()>> completions_;
   uint64_t next_id_ = 0;
   bool jobs_blocked_ = false;  // the last job send hit the HWM
+  const uint64_t kill_after_offers_ = FailpointCount("kill-after-offers");
+  uint64_t offers_sent_ = 0;
 
   p::ExperimentSpec spec_;
   // After the sockets and the stop flag it uses; stopped first in ~Impl.
@@ -1305,6 +1378,7 @@ class Server::Impl final : public EngineSink {
   bool viewed_ = false;
   bool deduplicating_ = false;
   std::vector<std::function<void()>> after_commit_;
+  PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
   ExperimentStatus stored_status_ = ExperimentStatus::kInitialized;
   Clock::time_point meta_written_{};
   Clock::time_point checkpointed_at_ = Clock::now();

@@ -20,6 +20,7 @@ import textwrap
 import time
 import unittest
 
+import msgpack
 import zmq
 
 import harness
@@ -55,7 +56,7 @@ class RunHost:
         self.ctx = zmq.Context()
         self.control = None
 
-    def start(self, command, *extra):
+    def start(self, command, *extra, env=None):
         if command == "run":
             args = [harness.TUNEHOST, "run", self.config, "--id", self.id]
         else:
@@ -63,7 +64,8 @@ class RunHost:
         args += ["--plugins", harness.PLUGIN_DIR, "--summary-json", self.summary]
         args += list(extra)
         self.log = open(os.path.join(self.tmp, "host-%d.log" % time.monotonic_ns()), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
         endpoints = self.host_file()
         if self.control is not None:
             self.control.close()
@@ -231,6 +233,38 @@ class IntegrityTest(unittest.TestCase):
                          "one worker ran the trial, with a new attempt")
         self.assertEqual(current, [("FINAL", 1, 0.6), ("PERIODICAL", 0, 0.5)],
                          "the old attempt's result is not the trial's")
+
+    def test_a_host_killed_right_after_an_offer_had_stored_the_offered_attempt(self):
+        # The failpoint kills the host just after its first offer left, in the
+        # loop turn that created the trial: the offer must not be ahead of
+        # the store, or a resume reuses the trial id for other parameters.
+        self.host = host = RunHost(max_trials=1)
+        endpoints = host.start("run", "--local-workers", "0",
+                               env={"TUNEHOST_FAILPOINT": "kill-after-offers:1"})
+        a = self.worker(endpoints, "a")
+        held = a.next_offer(20)  # None when the host died before it was delivered
+        self.assertEqual(host.wait(20), -signal.SIGKILL, host.output())
+        with host.db() as db:
+            rows = db.execute("SELECT trial_id, attempt, parameters FROM trials").fetchall()
+        self.assertEqual(len(rows), 1, "the offered trial is not in the store")
+        stored_id, stored_attempt, stored_params = rows[0]
+        if held is not None:
+            self.assertEqual((held["trial_id"], held["attempt"]), (stored_id, stored_attempt))
+            self.assertEqual(held["parameters"], msgpack.unpackb(stored_params, raw=False))
+        a.stop_taking_jobs()
+        host.start("resume", "--local-workers", "0", "--reattach-grace-ms", "200")
+        b = self.worker(endpoints, "b")
+        again = b.next_offer(20)
+        self.assertIsNotNone(again, host.output())
+        self.assertEqual(again["trial_id"], stored_id)
+        self.assertGreater(again["attempt"], stored_attempt, "an attempt that was out ran again")
+        self.assertEqual(again["parameters"], msgpack.unpackb(stored_params, raw=False))
+        b.start(again)
+        b.metric_acked(again, 0, 0.5, kind="FINAL")
+        b.end(again)
+        self.assertEqual(host.wait(30), 0, host.output())
+        with host.db() as db:
+            self.assertEqual(db.execute("SELECT COUNT(*) FROM trials").fetchone()[0], 1)
 
     def test_client_trials_keep_a_run_from_done_and_count_against_the_budget(self):
         self.host = host = RunHost(max_trials=3)

@@ -11,6 +11,7 @@
 #include "host/engine_testing.h"
 #include "test_util.h"
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 
 namespace tunehost::host {
 namespace {
@@ -271,6 +272,114 @@ TEST_F(EngineTest, OnlyTheWorkerThatRunsAnAttemptReportsForIt) {
   EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kRunning) << "an intruder's end";
   Metric("w1", job, p::MetricType::kFinal, 0, 0.5);
   EXPECT_DOUBLE_EQ(engine_->Find(job.trial_id)->final_metric->scalar, 0.5);
+}
+
+TEST_F(EngineTest, AnEndedTrialTakesLateResultsOnlyFromTheWorkerThatRanIt) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  p::ReportMetricData forged;
+  forged.trial_id = job.trial_id;
+  forged.attempt = job.attempt;
+  forged.type = p::MetricType::kPeriodical;
+  forged.sequence = 1;
+  forged.value = MetricOf(1e9);
+  forged.worker_id = "intruder";
+  Status st = engine_->OnMetric(forged, now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState) << st.ToString();
+  EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 1u);
+  // Its own worker's late result (resent after a restart) is still kept.
+  Metric("w1", job, p::MetricType::kPeriodical, 1, 0.6);
+  EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 2u);
+}
+
+TEST_F(EngineTest, IntermediateResultsBeyondTheLimitAreAcknowledgedAndDropped) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.has_assessor = true; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  for (uint64_t seq : {p::kMaxPeriodicalResults, ~uint64_t{0}}) {
+    p::ReportMetricData m;
+    m.trial_id = job.trial_id;
+    m.attempt = job.attempt;
+    m.type = p::MetricType::kPeriodical;
+    m.sequence = seq;
+    m.value = MetricOf(0.5);
+    m.worker_id = "w1";
+    Status st = engine_->OnMetric(m, now_);
+    EXPECT_EQ(st.code(), Status::Code::kBadField) << st.ToString();
+    EXPECT_NE(st.message().find(std::to_string(p::kMaxPeriodicalResults)), std::string::npos);
+  }
+  EXPECT_TRUE(engine_->Find(job.trial_id)->periodical.empty());
+  EXPECT_EQ(sink_.Sent<p::MetricAck>("w1").size(), 2u) << "the worker must stop resending";
+  EXPECT_TRUE(sink_.plugin_calls.empty());
+  Metric("w1", job, p::MetricType::kFinal, 0, 0.7);  // a FINAL is not an intermediate result
+  EXPECT_DOUBLE_EQ(engine_->Find(job.trial_id)->final_metric->scalar, 0.7);
+}
+
+TEST_F(EngineTest, AddedTrialsAreBoundedAndRefusedOnceTheExperimentTakesNoMore) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  for (size_t i = 0; i < p::kMaxQueuedCustomTrials; ++i) {
+    ASSERT_OK(engine_->AddCustomized(Params(1), now_));
+  }
+  Status st = engine_->AddCustomized(Params(1), now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find(std::to_string(p::kMaxQueuedCustomTrials)), std::string::npos)
+      << st.message();
+  // One ends: one more may be added.
+  ASSERT_OK(engine_->KillTrial(engine_->TrialsInOrder().front()->id, now_));
+  ASSERT_OK(engine_->AddCustomized(Params(2), now_));
+  engine_->Stop("stopped");
+  st = engine_->AddCustomized(Params(3), now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("takes no new trials"), std::string::npos) << st.message();
+}
+
+TEST_F(EngineTest, AddedTrialsCountAgainstTheBudget) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.max_trials = 1; });
+  ASSERT_OK(engine_->AddCustomized(Params(1), now_));
+  Status st = engine_->AddCustomized(Params(2), now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("max_trials 1"), std::string::npos) << st.message();
+}
+
+TEST_F(EngineTest, WorkersBeyondTheLimitAreRefusedAndKnownOnesStillHeard) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  for (size_t i = 0; i < p::kMaxWorkers; ++i) Hello("w" + std::to_string(i), 1);
+  p::WorkerHello extra;
+  extra.worker_id = "one-too-many";
+  extra.slots = 1;
+  Status st = engine_->OnHello(extra, now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find(std::to_string(p::kMaxWorkers)), std::string::npos);
+  st = engine_->OnStarted(p::TrialStarted{"another", "T00000", 0}, now_);
+  EXPECT_EQ(st.code(), Status::Code::kBadState) << "a TS must not add a worker past the limit";
+  p::WorkerHello again;
+  again.worker_id = "w0";
+  again.slots = 2;
+  EXPECT_OK(engine_->OnHello(again, now_));  // a known worker says hello again
+}
+
+TEST_F(EngineTest, NoMoreThanTheInflightLimitOfOffersIsOut) {
+  const size_t n = p::kMaxInflightOffers + 100;
+  Make([n](EngineOptions& o) { o.concurrency = static_cast<uint32_t>(n); });
+  for (size_t i = 0; i < 5; ++i) Hello("w" + std::to_string(i), p::kMaxSlots);  // 5120 slots
+  size_t asked = 0;
+  for (const auto& ids : sink_.requests) {
+    asked += ids.size();
+    EXPECT_LE(ids.size(), p::kMaxGenerateBatch);
+  }
+  ASSERT_GE(asked, n) << "the tuner is asked for every free slot, in batches";
+  AnswerRequest();
+  EXPECT_EQ(sink_.jobs.size(), p::kMaxInflightOffers);
+  // Answers free the way for the rest.
+  for (size_t i = 0; i < 100; ++i) Start("w" + std::to_string(i % 5), sink_.jobs[i]);
+  EXPECT_EQ(sink_.jobs.size(), p::kMaxInflightOffers + 100);
 }
 
 TEST_F(EngineTest, AWorkerThatDiesAfterItsFinalWasAcceptedEndsTheTrialSucceeded) {
@@ -713,10 +822,11 @@ TEST_F(EngineTest, KillTrialOfUnknownOrEndedTrialIsRefused) {
 
 TEST_F(EngineTest, KillTrialOfWaitingTrialEndsItAtOnceAndItIsNeverOffered) {
   Make([](EngineOptions& o) { o.concurrency = 1; });
-  const Trial& t = engine_->AddCustomized(Params(7), now_);  // no worker yet: waiting
-  const std::string id = t.id;
-  const int64_t pid = t.parameter_id;
-  ASSERT_EQ(Engine::ControlStatus(t), "WAITING");
+  const Trial* t = nullptr;
+  ASSERT_OK(engine_->AddCustomized(Params(7), now_, &t));  // no worker yet: waiting
+  const std::string id = t->id;
+  const int64_t pid = t->parameter_id;
+  ASSERT_EQ(Engine::ControlStatus(*t), "WAITING");
   ASSERT_OK(engine_->KillTrial(id, now_));
   const Trial* killed = engine_->Find(id);
   ASSERT_EQ(killed->state, TrialState::kEnded);
@@ -750,7 +860,7 @@ TEST_F(EngineTest, TrialsInOrderAndCountsByStatusFollowTheTrials) {
   Start("w1", sink_.jobs[0]);
   Start("w1", sink_.jobs[1]);
   End("w1", sink_.jobs[1], p::TrialStatus::kFailed);
-  engine_->AddCustomized(Params(9), now_);
+  ASSERT_OK(engine_->AddCustomized(Params(9), now_));
   std::vector<std::string> ids;
   for (const Trial* t : engine_->TrialsInOrder()) ids.push_back(t->id);
   std::vector<std::string> want = {"T00000", "T00001", "T00002", "T00003"};
@@ -862,7 +972,9 @@ TEST_F(EngineTest, UpdateLimitsShorterDurationCancelsWaitingTrialsAndRunningOnes
   AnswerRequest();
   auto running = sink_.jobs.at(0);
   Start("w1", running);
-  const std::string waiting = engine_->AddCustomized(Params(5), now_).id;
+  const Trial* added = nullptr;
+  ASSERT_OK(engine_->AddCustomized(Params(5), now_, &added));
+  const std::string waiting = added->id;
   now_ += std::chrono::seconds(10);
   Heartbeat("w1", {{running.trial_id, running.attempt, -1}});
   ASSERT_OK(engine_->UpdateLimits(std::nullopt, std::nullopt, 5.0, now_));

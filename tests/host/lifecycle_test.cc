@@ -634,10 +634,11 @@ TEST_F(ExecutionTest, DeduplicationRemembersRestoredResults) {
   ended.final_metric = MetricOf(0.9);
   engine_->Restore(ended, now_, milliseconds(0));
   engine_->Start(now_);
-  const Trial& t = engine_->Submit(Params(3), now_);
-  EXPECT_EQ(t.state, TrialState::kEnded);
-  EXPECT_DOUBLE_EQ(t.final_metric->scalar, 0.9);
-  EXPECT_EQ(t.source, p::ParameterSource::kCustomized);
+  const Trial* t = nullptr;
+  ASSERT_OK(engine_->Submit(Params(3), now_, &t));
+  EXPECT_EQ(t->state, TrialState::kEnded);
+  EXPECT_DOUBLE_EQ(t->final_metric->scalar, 0.9);
+  EXPECT_EQ(t->source, p::ParameterSource::kCustomized);
 }
 
 }  // namespace

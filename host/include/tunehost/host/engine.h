@@ -217,8 +217,11 @@ class Engine {
   void OnTunerBarrier(Clock::time_point now);
   void OnAssessment(const std::string& trial_id, uint32_t attempt, bool good);
 
-  // Control: a customized trial (AD), offered like any other.
-  const Trial& AddCustomized(protocol::Packed parameters, Clock::time_point now);
+  // Control: a customized trial (AD), offered like any other; *added (when
+  // given) points to it. BadState once the experiment takes no new trials,
+  // its budget is used up, or kMaxQueuedCustomTrials added trials are open.
+  Status AddCustomized(protocol::Packed parameters, Clock::time_point now,
+                       const Trial** added = nullptr);
   // Control: trials a client runs itself (GE), never offered to workers.
   // They count against max_trials, and the experiment is not DONE while one
   // runs. ReserveExternal hands out at most `count` ids within the budget
@@ -266,8 +269,8 @@ class Engine {
 
   // --- ExecutionEngine operations (issue #5) ---
   // Submits a trial with these parameters (source customized), as AD does.
-  const Trial& Submit(protocol::Packed parameters, Clock::time_point now) {
-    return AddCustomized(std::move(parameters), now);
+  Status Submit(protocol::Packed parameters, Clock::time_point now, const Trial** added) {
+    return AddCustomized(std::move(parameters), now, added);
   }
   // Trials that could start now: free worker slots, within the concurrency.
   size_t IdleSlots() const;
@@ -327,6 +330,8 @@ class Engine {
   // attempt, unless its FINAL was accepted, when it ends SUCCEEDED.
   void WorkerLost(Trial& trial, std::string_view why, Clock::time_point now);
   bool BudgetOpen(Clock::time_point now) const;
+  // OK while the experiment takes new trials (AD, GE).
+  Status TakesNewTrials() const;
   void Pump(Clock::time_point now);
   void UpdateStatus(Clock::time_point now);
   size_t ActiveCount() const { return waiting_.size() + offered_.size() + running_; }
@@ -345,6 +350,7 @@ class Engine {
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
   size_t running_ = 0;              // worker trials running
   size_t external_running_ = 0;     // GE trials not ended yet
+  size_t customized_open_ = 0;      // AD trials not ended yet
   size_t inflight_ids_ = 0;          // ids asked of the tuner, not answered
   // Ids the tuner was asked for and did not answer (NNI's credit): it may
   // still emit them through send_trial, so they count against the trial

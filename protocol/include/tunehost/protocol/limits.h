@@ -40,6 +40,14 @@ inline constexpr size_t kMaxWorkers = 10000;
 inline constexpr size_t kMaxInflightOffers = 4096;
 // Parameter ids asked of the tuner in one generate call.
 inline constexpr size_t kMaxGenerateBatch = 1024;
+// PERIODICAL results of one attempt: sequences 0 .. kMaxPeriodicalResults-1.
+// A result numbered beyond is acknowledged and dropped (the host keeps every
+// result of a trial in memory and hands the assessor its whole history).
+inline constexpr uint64_t kMaxPeriodicalResults = 100000;
+// Trials waiting to be offered that clients added (AD).
+inline constexpr size_t kMaxQueuedCustomTrials = 10000;
+// Control requests (SS, FD, GE) queued for the tuner at once.
+inline constexpr size_t kMaxQueuedPluginRequests = 64;
 // Largest message a subscriber may send to the events socket: a
 // subscription flag and topic ("worker.<id>." with an id of kMaxIdBytes).
 inline constexpr size_t kMaxSubscriptionBytes = kMaxIdBytes + 16;
