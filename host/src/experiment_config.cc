@@ -662,7 +662,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
         }
         if (k == "trialConcurrency") {
           has_concurrency = true;
-          Status r = GetInt(ctx, v, key, 1, std::numeric_limits<uint32_t>::max(), &i);
+          Status r = GetInt(ctx, v, key, 1, protocol::kMaxConcurrency, &i);
           c.spec.concurrency = static_cast<uint32_t>(i);
           return r;
         }

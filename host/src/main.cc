@@ -629,7 +629,13 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   LocalWorkersOptions wo;
   wo.worker_binary = worker_binary;
   wo.count = args.local_workers >= 0 ? static_cast<size_t>(args.local_workers)
-                                     : config.spec.concurrency;
+                                     : std::min<size_t>(config.spec.concurrency, kMaxLocalWorkers);
+  if (args.local_workers < 0 && config.spec.concurrency > kMaxLocalWorkers) {
+    std::fprintf(stderr,
+                 "tunehost: trialConcurrency %u: starting %zu local workers (the most one host "
+                 "starts); attach more with tunehost-worker\n",
+                 config.spec.concurrency, kMaxLocalWorkers);
+  }
   wo.jobs = bound.jobs;
   wo.results = bound.results;
   wo.events = bound.events;
@@ -707,7 +713,9 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     progress.Tick(now);
     // One local worker per trial slot: a concurrency raised over the control
     // API (tunectl update) gets its workers.
-    if (args.local_workers < 0) workers.Grow(now.concurrency);
+    if (args.local_workers < 0) {
+      workers.Grow(std::min<size_t>(now.concurrency, kMaxLocalWorkers));
+    }
   });
 
   st = wo.count > 0 ? workers.Start() : Status::Ok();
@@ -1044,7 +1052,7 @@ int Main(int argc, char** argv) {
     cmd->add_option("--local-workers", *n,
                     "tunehost-worker processes to start (default: trialConcurrency; 0: attach "
                     "your own workers to the endpoints)")
-        ->check(CLI::Range(0, 1024));
+        ->check(CLI::Range(0, static_cast<int>(kMaxLocalWorkers)));
   };
   add_local_workers(run_cmd, &run.local_workers);
   auto add_detach = [](CLI::App* cmd, bool* detach) {
@@ -1124,7 +1132,7 @@ int Main(int argc, char** argv) {
     spdlog::default_logger()->flush();
     std::fflush(stdout);
     std::fflush(stderr);
-    _exit(rc == kExitOk ? kExitFailed : rc);
+    _exit(rc);  // the experiment's own status: a DONE run left its hung assessor behind
   }
   return rc;
 }

@@ -146,11 +146,14 @@ std::vector<PluginStrands::Overrun> PluginStrands::Overruns(Clock::time_point no
 }
 
 void PluginStrands::Stop(std::chrono::milliseconds grace) {
-  if (tuner_strand_ && !tuner_strand_->Stop(stuck_[kTuner] ? kStuckGrace : grace)) {
-    stuck_[kTuner] = true;
-  }
-  if (assessor_strand_ && !assessor_strand_->Stop(stuck_[kAssessor] ? kStuckGrace : grace)) {
-    stuck_[kAssessor] = true;
+  // The strands run side by side: one deadline for both.
+  const auto deadline = Clock::now() + grace;
+  for (Kind kind : {kTuner, kAssessor}) {
+    Strand* strand = StrandOf(kind);
+    if (strand == nullptr) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(Clock::duration::zero(), deadline - Clock::now()));
+    if (!strand->Stop(stuck_[kind] ? std::min(left, kStuckGrace) : left)) stuck_[kind] = true;
   }
 }
 

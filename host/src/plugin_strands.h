@@ -69,8 +69,8 @@ class PluginStrands {
   // The watchdog, called often: calls that have overrun their limit, each
   // reported once; the plugin counts as stuck from then on.
   std::vector<Overrun> Overruns(Clock::time_point now);
-  // Stops the strands, waiting at most `grace` for each to finish what it
-  // was handed (much less for one already stuck).
+  // Stops the strands, waiting at most `grace` in all for them to finish
+  // what they were handed (much less for one already stuck).
   void Stop(std::chrono::milliseconds grace);
 
   bool stuck(Kind kind) const { return stuck_[kind]; }

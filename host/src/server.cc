@@ -201,7 +201,8 @@ class Server::Impl final : public EngineSink {
     results_.set(zmq::sockopt::maxmsgsize, hard_limit);
     results_.set(zmq::sockopt::rcvhwm, kResultsReceiveQueue);
     jobs_.set(zmq::sockopt::maxmsgsize, kJobsMaxInbound);
-    control_.set(zmq::sockopt::linger, 0);
+    // Replies already sent get a moment to leave when the host stops.
+    control_.set(zmq::sockopt::linger, 100);
     jobs_.set(zmq::sockopt::linger, 0);
     jobs_.set(zmq::sockopt::sndhwm, 1);  // busy workers' pipes fill: PUSH skips them
     results_.set(zmq::sockopt::linger, 0);
@@ -560,10 +561,13 @@ class Server::Impl final : public EngineSink {
     }
     if (stop_requested_.load()) engine_.Stop("stopped");
     FlushStore(true);
-    if (store_ && !store_failed_) Checkpoint(/*wait=*/true);
-    // Let strands finish what the engine already handed them (trial ends),
-    // within a bounded time: a hung plugin never holds the host.
-    plugins_.Stop(kShutdownGrace);
+    // One budget for the plugins at exit: the last checkpoint and what the
+    // strands were handed before it (trial ends) share kShutdownGrace; a
+    // hung plugin never holds the host longer (wire-format.md §4.3).
+    const auto deadline = Clock::now() + kShutdownGrace;
+    if (store_ && !store_failed_) Checkpoint(deadline);
+    plugins_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(Clock::duration::zero(), deadline - Clock::now())));
     RunCompletions();
     FlushStore(true);
     running_ = false;
@@ -788,7 +792,7 @@ class Server::Impl final : public EngineSink {
     for (auto& fn : batch) fn();
     if (!final && (checkpoint_due_ || (now - checkpointed_at_ >= kCheckpointInterval &&
                                        CheckpointKey() != checkpointed_key_))) {
-      Checkpoint(/*wait=*/false);
+      Checkpoint();
     }
   }
 
@@ -798,7 +802,9 @@ class Server::Impl final : public EngineSink {
   }
 
   // Asks the plugins for their state after every call posted so far.
-  void Checkpoint(bool wait) {
+  // Asks each plugin for its state; with `wait_until`, waits for the
+  // answers until then and commits them (at exit).
+  void Checkpoint(std::optional<Clock::time_point> wait_until = std::nullopt) {
     if (!plugins_.created() || viewed_) return;
     checkpointed_at_ = Clock::now();
     checkpointed_key_ = CheckpointKey();
@@ -843,10 +849,8 @@ class Server::Impl final : public EngineSink {
       post(PluginStrands::kAssessor,
            [save, this, seen] { save("assessor", plugins_.assessor(), seen); });
     }
-    if (!wait) return;
-    // At exit: bounded, a hung plugin never holds the host.
-    const auto deadline = Clock::now() + kShutdownGrace;
-    for (auto& f : done) f.wait_until(deadline);
+    if (!wait_until) return;
+    for (auto& f : done) f.wait_until(*wait_until);
     RunCompletions();
     CommitStore();
   }

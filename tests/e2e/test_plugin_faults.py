@@ -139,6 +139,68 @@ class WatchdogTest(unittest.TestCase):
         self.assertEqual(code, 1, run.output())
         self.assertEqual(run.meta("status"), "STOPPED")
 
+    def test_te_ends_the_host_within_bounds_while_a_plugin_hangs(self):
+        run = Run("fixture-slow", {"sleep_ms": 3600 * 1000})
+        run.start()
+        wait_for(lambda: os.path.exists(os.path.join(run.dir, "host.json")), 30, "the host")
+        wait_for(lambda: "generate: sleeping" in run.output(), 30, "the tuner inside generate")
+        start = time.monotonic()
+        ctl = subprocess.run([TUNECTL, "--experiment", run.id, "--workdir", run.workdir, "stop"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(ctl.returncode, 0, ctl.stdout + ctl.stderr)
+        run.wait(30)
+        took = time.monotonic() - start
+        self.assertLess(took, 15, "stop took %.1f s" % took)
+        self.assertEqual(run.meta("status"), "STOPPED")
+
+    def test_requests_waiting_for_a_hung_tuner_are_answered(self):
+        # Every request gets exactly one reply (wire-format.md §4): those
+        # queued behind a call that never returns get plugin_error from the
+        # watchdog instead of hanging their client.
+        run = Run("fixture-slow", {"sleep_ms": 3600 * 1000},
+                  tunehost_options={"pluginCallTimeoutMs": 3000})
+        run.start()
+        wait_for(lambda: os.path.exists(os.path.join(run.dir, "host.json")), 30, "the host")
+        wait_for(lambda: "generate: sleeping" in run.output(), 30, "the tuner inside generate")
+        space = os.path.join(run.tmp, "space.json")
+        with open(space, "w") as f:
+            json.dump({"x": {"_type": "uniform", "_value": [0, 2]}}, f)
+        records = os.path.join(run.tmp, "import.json")
+        with open(records, "w") as f:
+            json.dump([{"parameters": {"x": 0.5}, "value": 1.0}], f)
+        base = [TUNECTL, "--experiment", run.id, "--workdir", run.workdir, "--timeout-ms", "30000"]
+        clients = [subprocess.Popen(base + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+                   for command in (["search-space", space], ["import", records])]
+        for client in clients:
+            out, err = client.communicate(timeout=60)
+            self.assertEqual(client.returncode, 1, out + err)
+            self.assertIn("plugin_error", err)
+            self.assertIn("has not returned after", err)
+        self.assertEqual(run.wait(60), 1, run.output())
+        self.assertEqual(run.meta("status"), "ERROR")
+
+    def test_a_hung_in_process_assessor_is_left_behind_and_trials_finish(self):
+        run = Run("fixture-faulty", {"fault": "none"}, max_trials=TRIALS,
+                  trial_command=CURVE_TRIAL, tunehost_options={"pluginCallTimeoutMs": 1500},
+                  assessor={"name": "fixture-faulty-assessor",
+                            "classArgs": {"fault": "hang", "call": "assess_trial"}})
+        start = time.monotonic()
+        run.start()
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assertLess(time.monotonic() - start, 60)
+        summary = run.summary_json()
+        self.assertEqual(summary["status"], "DONE")
+        self.assertEqual([t["status"] for t in summary["trials"]], ["SUCCEEDED"] * TRIALS)
+        timeouts = [e for e in run.stored_events("ER") if e["code"] == "plugin_timeout"]
+        self.assertEqual(len(timeouts), 1, timeouts)  # 6 trials of 0.6 s: it fires mid-run
+        self.assertEqual(timeouts[0]["source"], "assessor:fixture-faulty-assessor")
+        self.assertIn("assess_trial has not returned after", timeouts[0]["message"])
+
+# A trial that reports three intermediate results, 0.2 s apart, and a FINAL.
+CURVE_TRIAL = ("for v in 0.1 0.2 0.3; do echo \"{\\\"value\\\": $v}\" >&$TUNEHOST_METRIC_FD; "
+               "sleep 0.2; done; "
+               "echo '{\"type\": \"FINAL\", \"value\": 0.5}' >&$TUNEHOST_METRIC_FD")
 
 # A trial that reports one FINAL result.
 FINAL_TRIAL = "echo '{\"type\": \"FINAL\", \"value\": 0.5}' >&$TUNEHOST_METRIC_FD"
@@ -316,6 +378,38 @@ class FaultMatrixTest(unittest.TestCase):
 
     def test_exit_isolated(self):
         self.check_crash("exit", True, "exited with status 3")
+
+    def test_a_failing_save_state_is_an_error_event_and_the_experiment_goes_on(self):
+        run = self.run_fault("error", "save_state", False, every=True, after=1)
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assert_done_with_every_trial(run)
+        failures = self.errors(run, "plugin_error")
+        self.assertEqual(len(failures), 1, "one event when checkpoints start failing")
+        self.assertIn("save_state failed", failures[0]["message"])
+        self.assertEqual(run.tuner_record(), [], "no checkpoint was stored")
+
+    def test_an_isolated_assessor_that_crashes_is_restored_without_a_gap(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-fault-")
+        run = Run("fixture-faulty", {"fault": "none"}, max_trials=TRIALS,
+                  trial_command=CURVE_TRIAL, concurrency=2, exp_id="assessor-iso",
+                  assessor={"name": "fixture-faulty-assessor", "isolation": "process",
+                            "classArgs": {"fault": "segfault", "call": "assess_trial",
+                                          "after": 7, "once_file": os.path.join(tmp, "once")}})
+        run.start()
+        self.assertEqual(run.wait(120), 0, run.output())
+        self.assertEqual(run.summary_json()["status"], "DONE")
+        crashes = self.errors(run, "plugin_crashed")
+        self.assertEqual(len(crashes), 1, crashes)
+        self.assertEqual(crashes[0]["source"], "assessor:fixture-faulty-assessor")
+        self.assertIn("during assess_trial", crashes[0]["message"])
+        with run.db() as db:
+            row = db.execute("SELECT state FROM checkpoints WHERE kind = 'assessor'").fetchone()
+        record = row[0].decode().splitlines()
+        assessed = [line for line in record if line.startswith("assess ")]
+        done = [line for line in record if line.startswith("done ")]
+        self.assertEqual(len(assessed), 3 * TRIALS, record)
+        self.assertEqual(len(set(assessed)), 3 * TRIALS, record)
+        self.assertEqual(len(set(done)), TRIALS, record)
 
     def test_a_call_that_always_crashes_fails_after_three_tries(self):
         run = self.run_fault("segfault", "receive_trial_result", True, every=True)

@@ -281,6 +281,8 @@ TEST_F(ExperimentConfigTest, MissingRequiredKeysAreNamed) {
 TEST_F(ExperimentConfigTest, BadValuesNameFileLineAndKey) {
   ExpectError("searchSpace: {}\ntrialCommand: x\ntrialConcurrency: 0\ntuner: {name: random}\n", 3,
               19, "trialConcurrency", "at least 1");
+  ExpectError("searchSpace: {}\ntrialCommand: x\ntrialConcurrency: 4294967295\ntuner: {name: random}\n",
+              3, 19, "trialConcurrency", "at most 100000");
   ExpectError("searchSpace: {}\ntrialCommand: x\ntrialConcurrency: two\ntuner: {name: random}\n", 3,
               19, "trialConcurrency", "must be an integer");
   ExpectError("searchSpace: {}\ntrialCommand: x\ntrialConcurrency: '2'\ntuner: {name: random}\n", 3,

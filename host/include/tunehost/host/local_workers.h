@@ -15,6 +15,10 @@
 
 namespace tunehost::host {
 
+// Local worker processes one host starts at most (`--local-workers` and the
+// default of one per trial slot); a larger concurrency is for attached workers.
+inline constexpr size_t kMaxLocalWorkers = 1024;
+
 struct LocalWorkersOptions {
   std::filesystem::path worker_binary;  // empty: FindWorkerBinary("")
   size_t count = 1;                     // one worker per slot, each --slots 1
