@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tunehost/host/control_queries.h"
@@ -1129,6 +1130,9 @@ int Main(int argc, char** argv) {
   }
   if (g_plugin_abandoned) {
     spdlog::error("a plugin call never returned; exiting without it");
+    // The sockets are never closed (the server stays alive for the stuck
+    // call): give ZeroMQ's I/O threads a moment to send the last replies.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     spdlog::default_logger()->flush();
     std::fflush(stdout);
     std::fflush(stderr);

@@ -569,6 +569,11 @@ class Server::Impl final : public EngineSink {
     plugins_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
         std::max(Clock::duration::zero(), deadline - Clock::now())));
     RunCompletions();
+    // Requests whose tuner call never ran (or never returned) still get
+    // their one reply.
+    for (const Peer& peer : waiting_requests_.TakeAll()) {
+      Reply(peer, Status::BadState("the host stopped before the tuner answered"));
+    }
     FlushStore(true);
     running_ = false;
     spdlog::info("experiment {} {}", spec_.id, ToString(engine_.status()));
@@ -1221,8 +1226,7 @@ class Server::Impl final : public EngineSink {
       Reply(peer, st);
       return;
     }
-    configuring_ = true;
-    PostRequest(peer, [this, space = in.search_space](uint64_t token) {
+    configuring_ = PostRequest(peer, [this, space = in.search_space](uint64_t token) {
       Status st = plugins_.tuner()->UpdateSearchSpace(space);
       Complete([this, token, st] {
         configuring_ = false;

@@ -15,9 +15,11 @@ import time
 import unittest
 
 import msgpack
+import zmq
 
 import harness
 from harness import wait_for
+from tunehost import protocol
 
 TEST_PLUGIN_DIR = os.environ.get("TUNEHOST_TEST_PLUGIN_DIR", "build/test-plugins")
 TUNECTL = os.path.join(harness.BIN_DIR, "tunectl")
@@ -179,6 +181,41 @@ class WatchdogTest(unittest.TestCase):
             self.assertIn("has not returned after", err)
         self.assertEqual(run.wait(60), 1, run.output())
         self.assertEqual(run.meta("status"), "ERROR")
+
+    def test_requests_for_a_busy_tuner_are_bounded_and_each_gets_one_reply(self):
+        run = Run("fixture-slow", {"sleep_ms": 3600 * 1000})
+        run.start()
+        wait_for(lambda: os.path.exists(os.path.join(run.dir, "host.json")), 30, "the host")
+        wait_for(lambda: "generate: sleeping" in run.output(), 30, "the tuner inside generate")
+        with open(os.path.join(run.dir, "host.json")) as f:
+            control = json.load(f)["control"]
+        ctx = zmq.Context()
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(control)
+        replies = {}
+
+        def collect(timeout_ms):
+            while dealer.poll(timeout_ms):
+                reply = protocol.decode(dealer.recv())
+                self.assertNotIn(reply.id, replies, "two replies to one request")
+                replies[reply.id] = reply
+        try:
+            space = {"x": {"_type": "uniform", "_value": [0, 2]}}
+            for i in range(1, 71):
+                dealer.send(protocol.encode("SS", {"search_space": space}, i))
+            wait_for(lambda: collect(100) or len(replies) >= 6, 20, "the refusals")
+            self.assertEqual(sorted(replies), list(range(65, 71)), "64 may wait for the tuner")
+            self.assertEqual({r.body["code"] for r in replies.values()}, {"unavailable"})
+            run.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: collect(100) or len(replies) == 70, 30, "a reply to every request")
+            waited = [replies[i].body for i in range(1, 65)]
+            self.assertEqual({b["code"] for b in waited}, {"bad_state"}, waited[0])
+            self.assertIn("stopped before the tuner answered", waited[0]["message"])
+        finally:
+            dealer.close()
+            ctx.term()
+        run.wait(30)
 
     def test_a_hung_in_process_assessor_is_left_behind_and_trials_finish(self):
         run = Run("fixture-faulty", {"fault": "none"}, max_trials=TRIALS,

@@ -102,8 +102,16 @@ class EngineTest : public ::testing::Test {
   void Start(const std::string& w, const p::NewTrialJob& job) {
     engine_->OnStarted(p::TrialStarted{w, job.trial_id, job.attempt}, now_);
   }
-  void Metric(const std::string& w, const p::NewTrialJob& job, p::MetricType type, uint64_t seq,
-              double v) {
+  // One worker `w` with one slot, running the first trial.
+  p::NewTrialJob RunOne(const std::string& w) {
+    Hello(w, 1);
+    AnswerRequest();
+    p::NewTrialJob job = sink_.jobs.at(0);
+    Start(w, job);
+    return job;
+  }
+  Status TryMetric(const std::string& w, const p::NewTrialJob& job, p::MetricType type,
+                   uint64_t seq, double v) {
     p::ReportMetricData m;
     m.trial_id = job.trial_id;
     m.attempt = job.attempt;
@@ -112,7 +120,11 @@ class EngineTest : public ::testing::Test {
     m.sequence = seq;
     m.value = MetricOf(v);
     m.worker_id = w;
-    ASSERT_OK(engine_->OnMetric(m, now_));
+    return engine_->OnMetric(m, now_);
+  }
+  void Metric(const std::string& w, const p::NewTrialJob& job, p::MetricType type, uint64_t seq,
+              double v) {
+    ASSERT_OK(TryMetric(w, job, type, seq, v));
   }
   void End(const std::string& w, const p::NewTrialJob& job, p::TrialStatus s) {
     ASSERT_OK(engine_->OnTrialEnd(p::TrialEnd{job.trial_id, job.attempt, s, "", w}, now_));
@@ -276,20 +288,10 @@ TEST_F(EngineTest, OnlyTheWorkerThatRunsAnAttemptReportsForIt) {
 
 TEST_F(EngineTest, AnEndedTrialTakesLateResultsOnlyFromTheWorkerThatRanIt) {
   Make([](EngineOptions& o) { o.concurrency = 1; });
-  Hello("w1", 1);
-  AnswerRequest();
-  auto job = sink_.jobs.at(0);
-  Start("w1", job);
+  auto job = RunOne("w1");
   Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
   End("w1", job, p::TrialStatus::kSucceeded);
-  p::ReportMetricData forged;
-  forged.trial_id = job.trial_id;
-  forged.attempt = job.attempt;
-  forged.type = p::MetricType::kPeriodical;
-  forged.sequence = 1;
-  forged.value = MetricOf(1e9);
-  forged.worker_id = "intruder";
-  Status st = engine_->OnMetric(forged, now_);
+  Status st = TryMetric("intruder", job, p::MetricType::kPeriodical, 1, 1e9);
   EXPECT_EQ(st.code(), Status::Code::kBadState) << st.ToString();
   EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 1u);
   // Its own worker's late result (resent after a restart) is still kept.
@@ -299,19 +301,9 @@ TEST_F(EngineTest, AnEndedTrialTakesLateResultsOnlyFromTheWorkerThatRanIt) {
 
 TEST_F(EngineTest, IntermediateResultsBeyondTheLimitAreAcknowledgedAndDropped) {
   Make([](EngineOptions& o) { o.concurrency = 1; o.has_assessor = true; });
-  Hello("w1", 1);
-  AnswerRequest();
-  auto job = sink_.jobs.at(0);
-  Start("w1", job);
+  auto job = RunOne("w1");
   for (uint64_t seq : {p::kMaxPeriodicalResults, ~uint64_t{0}}) {
-    p::ReportMetricData m;
-    m.trial_id = job.trial_id;
-    m.attempt = job.attempt;
-    m.type = p::MetricType::kPeriodical;
-    m.sequence = seq;
-    m.value = MetricOf(0.5);
-    m.worker_id = "w1";
-    Status st = engine_->OnMetric(m, now_);
+    Status st = TryMetric("w1", job, p::MetricType::kPeriodical, seq, 0.5);
     EXPECT_EQ(st.code(), Status::Code::kBadField) << st.ToString();
     EXPECT_NE(st.message().find(std::to_string(p::kMaxPeriodicalResults)), std::string::npos);
   }
