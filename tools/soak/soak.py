@@ -260,9 +260,10 @@ class Soak:
 
     def flood(self):
         garbage = [os.urandom(self.rng.randint(1, 300)) for _ in range(50)]
-        # Results for real trials from a worker that does not run them (an
-        # attempt no trial has yet; which worker holds a lease is issue 13's
-        # authentication).
+        # Forged results for real trials from a worker that does not run
+        # them, for an attempt no trial reaches (a forgery of the current
+        # attempt is refused by the lease rule of wire-format.md §5.3, tested
+        # in engine_test and test_integrity).
         garbage += [msgpack.packb({"v": 1, "type": "ME", "id": 1, "body": {
             "trial_id": "T%05d" % self.rng.randint(0, 999), "attempt": 99,
             "type": "FINAL", "sequence": 0, "value": 1e9, "worker_id": "intruder"}})] * 20

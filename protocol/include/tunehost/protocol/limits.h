@@ -43,10 +43,10 @@ inline constexpr size_t kMaxGenerateBatch = 1024;
 // PERIODICAL results of one attempt: sequences 0 .. kMaxPeriodicalResults-1.
 // A result numbered beyond is acknowledged and dropped (the host keeps every
 // result of a trial in memory and hands the assessor its whole history).
-inline constexpr uint64_t kMaxPeriodicalResults = 100000;
-// Trials waiting to be offered that clients added (AD).
+inline constexpr uint64_t kMaxPeriodicalResults = 1000000;
+// Trials clients added (AD) that have not ended yet.
 inline constexpr size_t kMaxQueuedCustomTrials = 10000;
-// Control requests (SS, FD, GE) queued for the tuner at once.
+// Control requests (IN, SS, GE, FD) waiting for the tuner at once.
 inline constexpr size_t kMaxQueuedPluginRequests = 64;
 // Largest message a subscriber may send to the events socket: a
 // subscription flag and topic ("worker.<id>." with an id of kMaxIdBytes).
