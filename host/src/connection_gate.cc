@@ -66,7 +66,10 @@ void ConnectionGate::Attach(zmq::socket_t& socket, const std::string& name) {
     stats_.try_emplace(name);
   }
   if (zmq_socket_monitor(socket.handle(), endpoint.c_str(),
-                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
     throw zmq::error_t();
   }
   {
@@ -165,8 +168,19 @@ void ConnectionGate::HandleMonitor(Watched& w) {
       w.live.insert(value);
     } else if (id == ZMQ_EVENT_DISCONNECTED) {
       w.live.erase(value);
-    } else {
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+               id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+      // A peer that does not speak the socket's mechanism (no key for a
+      // host with keys, or a key for one without) or garbage: the monitor
+      // knows no peer address, only the socket.
+      refused_log_.Drop(w.name, w.name + " socket: a handshake failed (a peer without the "
+                                         "host's keys, or not ZeroMQ)",
+                        DropLog::Clock::now());
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_[w.name].failed_handshakes;
       continue;
+    } else {
+      continue;  // HANDSHAKE_FAILED_AUTH: the ZAP refusal, counted there
     }
     std::lock_guard<std::mutex> lock(mu_);
     stats_[w.name].live = w.live.size();
@@ -188,23 +202,46 @@ void ConnectionGate::HandleZap() {
     std::string request_id = frames.size() > 1 ? Text(frames[1]) : "";
     std::string domain = frames.size() > 2 ? Text(frames[2]) : "";
     std::string address = frames.size() > 3 ? Text(frames[3]) : "";
-    bool allow = false;
+    std::string mechanism = frames.size() > 5 ? Text(frames[5]) : "";
+    std::string client_key = frames.size() > 6 ? Text(frames[6]) : "";
+    std::string user_id, refusal;
+    uint64_t SocketStats::*counter = &SocketStats::refused;
+    // Who: with keys, a known CURVE key in a role this socket takes.
+    if (options_.keys != nullptr) {
+      const KeyHolder* holder = mechanism == "CURVE" ? options_.keys->Find(client_key) : nullptr;
+      if (holder == nullptr) {
+        refusal = "unknown key";
+        counter = &SocketStats::unknown_keys;
+      } else if (!RoleMaySocket(holder->role, domain)) {
+        refusal = "the " + std::string(RoleName(holder->role)) + " key '" + holder->name +
+                  "' may not use the " + domain + " socket";
+        counter = &SocketStats::wrong_role;
+      } else {
+        user_id = holder->UserId();
+      }
+    } else if (mechanism != "NULL") {
+      refusal = mechanism + " without keys on the host";
+    }
+    // How many: the socket's connection limit.
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = stats_.find(domain);
-      if (it != stats_.end()) {
-        allow = it->second.live <= options_.max_connections;
-        ++(allow ? it->second.admitted : it->second.refused);
+      if (it == stats_.end()) {
+        refusal = "unknown socket";
+      } else {
+        if (refusal.empty() && it->second.live > options_.max_connections) {
+          refusal = std::to_string(options_.max_connections) + " connections is the limit";
+        }
+        ++(refusal.empty() ? it->second.admitted : it->second.*counter);
       }
     }
-    if (!allow) {
-      refused_log_.Drop(address, domain + " socket: " + std::to_string(options_.max_connections) +
-                                     " connections is the limit",
-                        DropLog::Clock::now());
+    if (!refusal.empty()) {
+      refused_log_.Drop(address, domain + " socket: " + refusal, DropLog::Clock::now());
     }
+    const bool allow = refusal.empty();
     const std::string code = allow ? "200" : "400";
-    const std::string text = allow ? "OK" : "too many connections";
-    std::vector<std::string> reply = {"1.0", request_id, code, text, "", ""};
+    const std::string text = allow ? "OK" : refusal;
+    std::vector<std::string> reply = {"1.0", request_id, code, text, user_id, ""};
     for (size_t i = 0; i < reply.size(); ++i) {
       zap_.send(zmq::buffer(reply[i]),
                 i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

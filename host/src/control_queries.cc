@@ -1,6 +1,9 @@
 #include "tunehost/host/control_queries.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -191,7 +194,8 @@ bool IsControlRequest(const p::Body& body) {
          std::holds_alternative<p::GetMetrics>(body) ||
          std::holds_alternative<p::ExportData>(body) ||
          std::holds_alternative<p::UpdateLimits>(body) ||
-         std::holds_alternative<p::KillTrial>(body);
+         std::holds_alternative<p::KillTrial>(body) ||
+         std::holds_alternative<p::ListWorkers>(body);
 }
 
 p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
@@ -330,6 +334,38 @@ p::Packed ExportRecordsData(const Engine& engine) {
   return w.Take();
 }
 
+namespace {
+
+// LW: {"workers": [WorkerInfo, ...]} sorted by worker id (wire-format.md §4.2).
+p::Packed WorkersData(const Engine& engine, const ControlContext& ctx) {
+  std::vector<const Engine::Worker*> workers;
+  for (const auto& [id, w] : engine.workers()) workers.push_back(&w);
+  std::sort(workers.begin(), workers.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  Writer w;
+  w.Map(1).Key("workers").Array(workers.size());
+  for (const Engine::Worker* worker : workers) {
+    std::vector<std::string> running(worker->running.begin(), worker->running.end());
+    std::sort(running.begin(), running.end());
+    w.Map(9);
+    w.Key("worker_id").Str(worker->id);
+    w.Key("slots").UInt(worker->slots);
+    w.Key("running").Array(running.size());
+    for (const std::string& t : running) w.Str(t);
+    w.Key("gpus").UInt(worker->gpus);
+    w.Key("language").Str(worker->language);
+    w.Key("version").Str(worker->version);
+    w.Key("extra").Raw(worker->extra, /*empty_map=*/true);
+    w.Key("seen_s_ago").Float(
+        std::chrono::duration<double>(ctx.clock.steady - worker->last_seen).count());
+    const std::string key =
+        ctx.worker_keys != nullptr ? ctx.worker_keys->KeyOf(worker->id) : std::string();
+    w.Key("key").Str(key);
+  }
+  return w.Take();
+}
+
+}  // namespace
+
 Status AnswerControl(Engine& engine, const ControlContext& ctx, const p::Body& body,
                      p::Packed* data) {
   const Clock::time_point now = ctx.clock.steady;
@@ -349,6 +385,8 @@ Status AnswerControl(Engine& engine, const ControlContext& ctx, const p::Body& b
     Status st = engine.UpdateLimits(ux->concurrency, ux->max_trials, ux->max_duration_s, now);
     if (!st.ok()) return st;
     *data = StatusInfo(engine, ctx);
+  } else if (std::holds_alternative<p::ListWorkers>(body)) {
+    *data = WorkersData(engine, ctx);
   } else if (auto* kt = std::get_if<p::KillTrial>(&body)) {
     Status st = engine.KillTrial(kt->trial_id, now);
     if (!st.ok()) return st;

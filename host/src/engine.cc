@@ -276,6 +276,9 @@ Status Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
   w.id = m.worker_id;
   w.slots = m.slots;
   w.gpus = m.resources.gpus;
+  w.language = m.language;
+  w.version = m.version;
+  w.extra = m.resources.extra;
   w.last_seen = now;
   w.blocked = false;
   if (fresh) {

@@ -24,6 +24,7 @@
 #include "tunehost/host/control_queries.h"
 #include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
+#include "tunehost/host/key_ring.h"
 #include "tunehost/host/store.h"
 #include "tunehost/host/strand.h"
 #include "tunehost/protocol/codec.h"
@@ -49,6 +50,9 @@ constexpr int kResultsReceiveQueue = 64;
 constexpr int kEventsReceiveQueue = 64;
 // Workers never send on the jobs socket.
 constexpr int64_t kJobsMaxInbound = 1024;
+// Room for CurveZMQ's handshake commands (INITIATE: 257 bytes plus the
+// peer's metadata) on sockets whose messages are smaller.
+constexpr int64_t kCurveHandshakeBytes = 1024;
 constexpr auto kHandshakeInterval = std::chrono::seconds(10);
 // After a stop, plugins get this long to finish what they were handed
 // (trial ends, the last checkpoint); then the host goes without them.
@@ -58,6 +62,13 @@ constexpr auto kShutdownGrace = std::chrono::seconds(5);
 std::string PeerOf(const zmq::message_t& m) {
   const char* address = zmq_msg_gets(const_cast<zmq_msg_t*>(m.handle()), "Peer-Address");
   return address ? address : "";
+}
+
+// The User-Id ZAP gave the message's connection ("worker:node7"; "" without
+// authentication).
+std::string UserOf(const zmq::message_t& m) {
+  const char* user = zmq_msg_gets(const_cast<zmq_msg_t*>(m.handle()), "User-Id");
+  return user ? user : "";
 }
 
 // TUNEHOST_FAILPOINT=NAME:N, for the tests that crash the host at an exact
@@ -195,7 +206,9 @@ class Server::Impl final : public EngineSink {
     // connections x queue x size.
     const int64_t hard_limit = static_cast<int64_t>(options_.max_message_bytes) * 2;
     gate_ = std::make_unique<ConnectionGate>(
-        ctx_, ConnectionGate::Options{options_.max_connections, kHandshakeInterval});
+        ctx_,
+        ConnectionGate::Options{options_.max_connections, kHandshakeInterval, options_.keys});
+    for (zmq::socket_t* s : {&control_, &jobs_, &results_}) Secure(*s);
     control_.set(zmq::sockopt::maxmsgsize, hard_limit);
     control_.set(zmq::sockopt::rcvhwm, kControlReceiveQueue);
     results_.set(zmq::sockopt::maxmsgsize, hard_limit);
@@ -941,18 +954,25 @@ class Server::Impl final : public EngineSink {
         results_drops_.Drop(peer, "multi-frame message", Clock::now());
         continue;
       }
-      Status st =
-          HandleResult(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
+      Status st = HandleResult(
+          std::string_view(static_cast<const char*>(msg.data()), msg.size()), UserOf(msg));
       if (!st.ok()) results_drops_.Drop(PeerOf(msg), st.ToString(), Clock::now());
     }
   }
 
   // Not OK: the message was dropped (the caller logs it, rate-limited).
-  Status HandleResult(std::string_view bytes) {
+  Status HandleResult(std::string_view bytes, const std::string& user) {
     p::Message m;
     p::DecodeOptions opts{options_.max_message_bytes};
     Status st = p::Decode(bytes, &m, opts);
     if (!st.ok()) return st;
+    if (options_.keys != nullptr) {
+      // A worker's messages come from the key it first spoke with (§9).
+      if (const std::string worker = WorkerIdOf(m.body); !worker.empty()) {
+        st = workers_by_key_.Check(worker, user);
+        if (!st.ok()) return st;
+      }
+    }
     auto now = Clock::now();
     if (auto* b = std::get_if<p::WorkerHello>(&m.body)) {
       return engine_.OnHello(*b, now);
@@ -981,10 +1001,22 @@ class Server::Impl final : public EngineSink {
   }
 
   // --- events socket: subscriptions (an XPUB, so they can be counted) ---
+  // With keys, a CURVE server: ZAP admits known keys only (§9).
+  void Secure(zmq::socket_t& socket) {
+    if (options_.keys == nullptr) return;
+    socket.set(zmq::sockopt::curve_server, true);
+    socket.set(zmq::sockopt::curve_secretkey, options_.keys->server().secret_key);
+  }
+
   void ConfigureEvents() {
+    Secure(events_);
     events_.set(zmq::sockopt::linger, 100);
-    // A subscription is a topic ("worker.<id>.", "event.<code>"): short.
-    events_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(p::kMaxSubscriptionBytes));
+    // A subscription is a topic ("worker.<id>.", "event.<code>"): short. The
+    // limit applies to handshake commands too, and CURVE's INITIATE is
+    // longer than any topic.
+    events_.set(zmq::sockopt::maxmsgsize,
+                static_cast<int64_t>(options_.keys != nullptr ? kCurveHandshakeBytes
+                                                              : p::kMaxSubscriptionBytes));
     // Subscriptions reach libzmq's trie in batches of at most this many per
     // connection before the host counts them.
     events_.set(zmq::sockopt::rcvhwm, kEventsReceiveQueue);
@@ -1075,7 +1107,7 @@ class Server::Impl final : public EngineSink {
       }
       HandleControl(peer, std::string_view(static_cast<const char*>(frames[payload].data()),
                                            frames[payload].size()),
-                    PeerOf(frames[payload]));
+                    PeerOf(frames[payload]), UserOf(frames[payload]));
     }
   }
 
@@ -1098,7 +1130,8 @@ class Server::Impl final : public EngineSink {
     SendReply(peer, p::OkReply{std::move(data)});
   }
 
-  void HandleControl(Peer peer, std::string_view bytes, const std::string& address) {
+  void HandleControl(Peer peer, std::string_view bytes, const std::string& address,
+                     const std::string& user) {
     p::Message m;
     p::DecodeOptions opts{options_.max_message_bytes};
     Status st = p::Decode(bytes, &m, opts);
@@ -1107,6 +1140,17 @@ class Server::Impl final : public EngineSink {
       control_drops_.Drop(address, st.ToString(), Clock::now());
       Reply(peer, st);
       return;
+    }
+    if (options_.keys != nullptr) {
+      // Roles (§9): the key's role must allow the request.
+      const std::optional<Role> role = RoleOfUserId(user);
+      if (!role || !RoleMayRequest(*role, m.body)) {
+        Reply(peer, Status::Forbidden(
+                        m.type + " needs the " + (role == Role::kWorker ? "viewer or admin" : "admin") +
+                        " role; key '" + user.substr(user.find(':') + 1) + "' has the " +
+                        (role ? std::string(RoleName(*role)) : std::string("no")) + " role"));
+        return;
+      }
     }
     auto now = Clock::now();
     if (std::holds_alternative<p::Ping>(m.body)) {
@@ -1128,9 +1172,11 @@ class Server::Impl final : public EngineSink {
     } else if (!configured_) {
       Reply(peer, Status::BadState("no experiment yet: send IN with an experiment first"));
     } else if (IsControlRequest(m.body)) {
-      // The control API (issue #5): ST LT GT JS MT EX UX KT.
+      // The control API (wire-format.md §4.2): ST LT GT JS MT EX UX KT LW.
       p::Packed data;
-      Status r = AnswerControl(engine_, ControlContext{spec_, bound_, ControlClock::Now()},
+      Status r = AnswerControl(engine_,
+                               ControlContext{spec_, bound_, ControlClock::Now(),
+                                              options_.keys ? &workers_by_key_ : nullptr},
                                m.body, &data);
       if (r.ok() && store_ && std::holds_alternative<p::UpdateLimits>(m.body)) {
         // A resumed experiment keeps the limits it was changed to.
@@ -1387,6 +1433,7 @@ class Server::Impl final : public EngineSink {
   bool deduplicating_ = false;
   std::vector<std::function<void()>> after_commit_;
   PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
+  WorkerKeys workers_by_key_;
   ExperimentStatus stored_status_ = ExperimentStatus::kInitialized;
   Clock::time_point meta_written_{};
   Clock::time_point checkpointed_at_ = Clock::now();

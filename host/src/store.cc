@@ -1,5 +1,11 @@
 #include "tunehost/host/store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -115,6 +121,24 @@ Status Store::Open(const fs::path& file, Mode mode, std::unique_ptr<Store>* out)
   }
   if (mode != Mode::kCreate && !exists) {
     return Status::NotFound("no store at " + file.string());
+  }
+  if (mode != Mode::kReadOnly) {
+    // Private to its user whatever the umask (wire-format.md §9): SQLite
+    // gives the WAL and shared-memory files the database file's mode.
+    if (mode == Mode::kCreate) {
+      const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        return Status::Unavailable("cannot create store " + file.string() + ": " +
+                                   std::strerror(errno));
+      }
+      close(fd);
+    }
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      fs::path f = file;
+      f += suffix;
+      if (fs::exists(f, ec)) fs::permissions(f, fs::perms::owner_read | fs::perms::owner_write,
+                                             fs::perm_options::replace, ec);
+    }
   }
   std::unique_ptr<Store> store(new Store());
   store->file_ = file;

@@ -58,7 +58,8 @@ const std::pair<ParameterSource, const char*> kSources[] = {
 constexpr const char* kTypeCodes[] = {"IN", "GE", "SS", "FD", "AD", "TE", "PI", "ME",
                                       "EN", "WH", "HB", "TS", "TJ", "WB", "TR", "SP",
                                       "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error",
-                                      "ST", "LT", "GT", "JS", "MT", "EX", "UX", "KT"};
+                                      "ST", "LT", "GT", "JS", "MT", "EX", "UX", "KT",
+                                      "LW"};
 static_assert(std::size(kTypeCodes) == std::variant_size_v<Body>);
 
 // ---------------------------------------------------------------- encoding
@@ -328,6 +329,7 @@ class Writer {
     OptStr(b.trial_id);
   }
   void operator()(const ExportData&) { pk_.pack_map(0); }
+  void operator()(const ListWorkers&) { pk_.pack_map(0); }
   void operator()(const UpdateLimits& b) {
     pk_.pack_map(3);
     Str(pk_, "concurrency");
@@ -882,6 +884,7 @@ Status Read(const Fields& f, GetTrial* b) { return f.Str("trial_id", &b->trial_i
 Status Read(const Fields&, GetStatistics*) { return Status::Ok(); }
 Status Read(const Fields& f, GetMetrics* b) { return f.OptStr("trial_id", &b->trial_id); }
 Status Read(const Fields&, ExportData*) { return Status::Ok(); }
+Status Read(const Fields&, ListWorkers*) { return Status::Ok(); }
 Status Read(const Fields& f, UpdateLimits* b) {
   if (f.Find("concurrency") != nullptr) {
     uint32_t c = 0;

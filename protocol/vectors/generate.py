@@ -148,6 +148,7 @@ vector("LT_all", "ListTrials: every trial (nil status, limit 0 = all).",
        "LT", 22, {"status": None, "offset": 0, "limit": 0})
 vector("GT", "GetTrial: one trial's TrialInfo.", "GT", 23, {"trial_id": "T00007"})
 vector("JS", "GetStatistics: trial counts by status; empty body.", "JS", 24, {})
+vector("LW", "ListWorkers: the workers the host knows; empty body.", "LW", 31, {})
 vector("MT_one_trial", "GetMetrics of one trial.", "MT", 25, {"trial_id": "T00007"})
 vector("MT_all", "GetMetrics of every trial (nil trial_id).", "MT", 26, {"trial_id": None})
 vector("EX", "ExportData: every SUCCEEDED trial's parameters and final metric; empty body.",

@@ -8,11 +8,12 @@ import time
 
 import zmq
 
+from tunehost import keys as tunehost_keys
 from tunehost import protocol
 
 
 class FakeWorker:
-    def __init__(self, endpoints, worker_id, slots=1):
+    def __init__(self, endpoints, worker_id, slots=1, keys=None):
         self.id = worker_id
         self.slots = slots
         self.ctx = zmq.Context()
@@ -22,6 +23,7 @@ class FakeWorker:
         self.events = self.ctx.socket(zmq.SUB)
         for s in (self.jobs, self.results, self.events):
             s.setsockopt(zmq.LINGER, 0)
+            tunehost_keys.apply(s, keys)  # a tunehost.keys.ClientKeys or None
         self.events.setsockopt(zmq.SUBSCRIBE, ("worker.%s." % worker_id).encode())
         self.jobs.connect(endpoints["jobs"])
         self.results.connect(endpoints["results"])
@@ -74,10 +76,12 @@ class FakeWorker:
         self.running.append({"trial_id": job["trial_id"], "attempt": job["attempt"],
                              "last_sequence": -1})
 
-    def metric(self, job, sequence, value, kind="PERIODICAL"):
+    def metric(self, job, sequence, value, kind="PERIODICAL", as_worker=None):
+        """`as_worker`: the worker_id to claim (a forgery, for the tests)."""
         self.send("ME", {"trial_id": job["trial_id"], "attempt": job["attempt"],
                          "parameter_id": job["parameter_id"], "type": kind,
-                         "sequence": sequence, "value": value, "worker_id": self.id})
+                         "sequence": sequence, "value": value,
+                         "worker_id": as_worker or self.id})
 
     def metric_acked(self, job, sequence, value, kind="PERIODICAL", timeout_s=20):
         """Sends a result until the host acknowledges it (§5.3 item 4)."""

@@ -16,6 +16,7 @@ import time
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from tunehost import keys as tunehost_keys
 from tunehost import protocol
 
 BIN_DIR = os.environ.get("TUNEHOST_BIN_DIR", "build/bin")
@@ -74,7 +75,11 @@ def host_file(experiment_dir, pid, timeout=30):
 class Host:
     """A `tunehost serve` process with a control client and an event watcher."""
 
-    def __init__(self, extra_args=(), heartbeat_ms=200, ack_timeout_ms=1000, plugin_dir=None):
+    def __init__(self, extra_args=(), heartbeat_ms=200, ack_timeout_ms=1000, plugin_dir=None,
+                 keys=None):
+        """`keys`: a tunehost.keys.ClientKeys for the host's control and
+        events sockets (a host started with --keys in extra_args)."""
+        self.keys = keys
         ports = free_ports(4)
         self.endpoints = {name: "tcp://127.0.0.1:%d" % port
                           for name, port in zip(("control", "jobs", "results", "events"), ports)}
@@ -90,10 +95,12 @@ class Host:
         self.ctx = zmq.Context()
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 0)
+        tunehost_keys.apply(self.control, keys)
         self.control.connect(self.endpoints["control"])
         self.events = self.ctx.socket(zmq.SUB)
         self.events.setsockopt(zmq.LINGER, 0)
         self.events.setsockopt(zmq.SUBSCRIBE, b"event.")
+        tunehost_keys.apply(self.events, keys)
         # PUB drops what is published before a subscriber is connected (ZeroMQ's
         # slow joiner): watch the SUB until its handshake with the host is done.
         monitor = self.events.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
@@ -132,6 +139,7 @@ class Host:
         """Sends raw frames on a fresh DEALER and returns the decoded reply."""
         s = self.ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
+        tunehost_keys.apply(s, self.keys)
         s.connect(self.endpoints["control"])
         try:
             s.send_multipart(frames)

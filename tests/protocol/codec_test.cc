@@ -80,6 +80,7 @@ std::vector<Body> SampleBodies() {
       ExportData{},
       UpdateLimits{4, 100, 3600.5},
       KillTrial{"T00002"},
+      ListWorkers{},
   };
 }
 

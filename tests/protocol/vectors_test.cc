@@ -159,6 +159,7 @@ struct Renderer {
             {"max_duration_s", b.max_duration_s ? json(*b.max_duration_s) : json(nullptr)}};
   }
   json operator()(const KillTrial& b) const { return {{"trial_id", b.trial_id}}; }
+  json operator()(const ListWorkers&) const { return json::object(); }
 };
 
 // The number the algorithms see for an expected metric value.

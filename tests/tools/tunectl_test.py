@@ -268,7 +268,8 @@ class UnreachableHostTest(unittest.TestCase):
             took = time.monotonic() - begin
             self.assertEqual(r.returncode, 3, command)
             self.assertEqual(r.stderr, "tunectl: no answer from %s within 300 ms (is the host "
-                                       "running?)\n" % endpoint)
+                                       "running? Does it want a key? Then give --key and "
+                                       "--server-key.)\n" % endpoint)
             self.assertEqual(r.stdout, "")
             self.assertLess(took, 10, "tunectl must not hang")
 

@@ -31,6 +31,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "tunehost/protocol/client_keys.h"
 #include "tunehost/protocol/codec.h"
 
 namespace {
@@ -61,6 +62,14 @@ struct GlobalOptions {
   std::string workdir;
   int timeout_ms = 5000;
   bool json = false;
+  std::string key_file;         // --key, or $TUNEHOST_KEY: this client's .key_secret
+  std::string server_key_file;  // --server-key, or $TUNEHOST_SERVER_KEY
+};
+
+// Where the host is and how to reach it.
+struct HostAddress {
+  std::string control;
+  std::string server_key;  // Z85, from --server-key or host.json; empty: no keys
 };
 
 fs::path DefaultWorkdir() {
@@ -80,10 +89,20 @@ bool HostHoldsLock(const fs::path& dir) {
   return held;
 }
 
-// --control EP, else --experiment ID's host.json, else the default endpoint.
-std::string ControlEndpoint(const GlobalOptions& o) {
-  if (!o.control.empty()) return o.control;
-  if (o.experiment.empty()) return kDefaultControl;
+// --control EP, else --experiment ID's host.json, else the default endpoint;
+// the host's public key from --server-key, else from host.json.
+HostAddress FindHost(const GlobalOptions& o) {
+  HostAddress a;
+  if (!o.server_key_file.empty()) {
+    p::KeyPair server;
+    tunehost::Status st = p::ReadKeyFile(o.server_key_file, /*need_secret=*/false, &server);
+    if (!st.ok()) Fail(kExitUsage, st.message());
+    a.server_key = server.public_key;
+  }
+  if (!o.control.empty() || o.experiment.empty()) {
+    a.control = o.control.empty() ? kDefaultControl : o.control;
+    return a;
+  }
   const fs::path dir = o.workdir.empty() ? DefaultWorkdir() : fs::path(o.workdir);
   const fs::path file = dir / o.experiment / "host.json";
   std::ifstream in(file);
@@ -101,21 +120,52 @@ std::string ControlEndpoint(const GlobalOptions& o) {
       !j["control"].is_string()) {
     Fail(kExitNoHost, file.string() + " has no \"control\" endpoint");
   }
-  return j["control"].get<std::string>();
+  a.control = j["control"].get<std::string>();
+  if (a.server_key.empty() && j.contains("server_key") && j["server_key"].is_string()) {
+    a.server_key = j["server_key"].get<std::string>();
+  }
+  return a;
+}
+
+// This client's keys for a host that authenticates (wire-format.md §9).
+p::ClientKeys KeysFor(const GlobalOptions& o, const HostAddress& host) {
+  p::ClientKeys keys;
+  if (host.server_key.empty()) {
+    if (!o.key_file.empty()) {
+      Fail(kExitUsage, "--key needs the host's public key: --server-key FILE (or an "
+                       "--experiment whose host.json has it)");
+    }
+    return keys;
+  }
+  if (o.key_file.empty()) {
+    Fail(kExitUsage, "the host authenticates: give this client's key with --key FILE (or "
+                     "$TUNEHOST_KEY), a .key_secret file from `tunectl keygen`");
+  }
+  tunehost::Status st = p::ReadKeyFile(o.key_file, /*need_secret=*/true, &keys.own);
+  if (!st.ok()) Fail(kExitUsage, st.message());
+  keys.server_key = host.server_key;
+  return keys;
 }
 
 // ---------------------------------------------------------------- the host
 
 class Host {
  public:
-  Host(std::string endpoint, int timeout_ms)
-      : endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms) {}
+  Host(std::string endpoint, int timeout_ms, p::ClientKeys keys)
+      : endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms), keys_(std::move(keys)) {}
+
+  // A socket of this client: with keys, a CURVE client of the host.
+  zmq::socket_t Socket(zmq::socket_type type) {
+    zmq::socket_t socket(ctx_, type);
+    socket.set(zmq::sockopt::linger, 0);
+    p::ApplyClientKeys(socket, keys_);
+    return socket;
+  }
 
   // One request; the ok reply's data as JSON. Error replies and silence end
   // the command (exit 1 and 3).
   Json Call(p::Body body) {
-    zmq::socket_t socket(ctx_, zmq::socket_type::dealer);
-    socket.set(zmq::sockopt::linger, 0);
+    zmq::socket_t socket = Socket(zmq::socket_type::dealer);
     try {
       socket.connect(endpoint_);
     } catch (const zmq::error_t& e) {
@@ -151,11 +201,16 @@ class Host {
  private:
   [[noreturn]] void NoAnswer() const {
     Fail(kExitNoHost, "no answer from " + endpoint_ + " within " + std::to_string(timeout_ms_) +
-                          " ms (is the host running?)");
+                          " ms (is the host running?" +
+                          (keys_.enabled() ? " Does it know this client's key, and is "
+                                             "--server-key its key?)"
+                                           : " Does it want a key? Then give --key and "
+                                             "--server-key.)"));
   }
 
   std::string endpoint_;
   int timeout_ms_;
+  p::ClientKeys keys_;
   zmq::context_t ctx_{1};
 };
 
@@ -397,6 +452,34 @@ int Stats(Host& host, const Args& a) {
   return kExitOk;
 }
 
+// Where a worker runs, from what its WH said (tunehost-worker reports its
+// host name and, under Slurm or Kubernetes, its job).
+std::string WorkerPlace(const Json& extra) {
+  std::string place = extra.value("host", "");
+  if (extra.contains("slurm_job")) place += " slurm " + extra.value("slurm_job", "");
+  if (extra.contains("k8s_pod")) place += " pod " + extra.value("k8s_pod", "");
+  return place.empty() ? "-" : place;
+}
+
+int Workers(Host& host, const Args& a) {
+  Json d = host.Call(p::ListWorkers{});
+  if (a.global.json) {
+    PrintJson(d);
+    return kExitOk;
+  }
+  std::printf("%-32s %5s %7s %6s %-18s %s\n", "WORKER", "SLOTS", "RUNNING", "SEEN", "KEY",
+              "WHERE");
+  for (const Json& w : d["workers"]) {
+    const Json extra = w.contains("extra") && w["extra"].is_object() ? w["extra"] : Json::object();
+    const std::string key = w.value("key", "");
+    std::printf("%-32s %5s %7zu %5.1fs %-18s %s\n", w.value("worker_id", "").c_str(),
+                Compact(w["slots"]).c_str(), w["running"].size(), w.value("seen_s_ago", 0.0),
+                key.empty() ? "-" : key.c_str(), WorkerPlace(extra).c_str());
+  }
+  std::printf("%zu worker(s)\n", d["workers"].size());
+  return kExitOk;
+}
+
 int Metrics(Host& host, const Args& a) {
   std::optional<std::string> id;
   if (!a.trial_id.empty()) id = a.trial_id;
@@ -527,8 +610,7 @@ extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
 int Events(Host& host, const Args& a) {
   Json st = host.Call(p::GetStatus{});
   const std::string endpoint = st["endpoints"].value("events", "");
-  zmq::socket_t sub(host.context(), zmq::socket_type::sub);
-  sub.set(zmq::sockopt::linger, 0);
+  zmq::socket_t sub = host.Socket(zmq::socket_type::sub);
   sub.set(zmq::sockopt::subscribe, "event.");
   try {
     sub.connect(endpoint);
@@ -566,6 +648,22 @@ int Events(Host& host, const Args& a) {
   return kExitOk;
 }
 
+// Writes a new key pair; no host is involved.
+int Keygen(const std::string& dir, const std::string& name) {
+  p::KeyPair keys;
+  tunehost::Status st = p::GenerateKeyPair(&keys);
+  if (st.ok()) st = p::WriteKeyPair(dir, name, keys);
+  if (!st.ok()) {
+    std::cerr << "tunectl: keygen: " << st.message() << "\n";
+    return st.code() == tunehost::Status::Code::kUnavailable ? kExitHostError : kExitUsage;
+  }
+  const fs::path base = fs::path(dir) / name;
+  std::cout << "public key  " << base.string() << ".key  (give it to the host: put it in "
+            << "KEYS/workers, KEYS/viewers or KEYS/admins)\n"
+            << "secret key  " << base.string() << ".key_secret  (0600; this peer's --key)\n";
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------- main
 
 int Run(int argc, char** argv) {
@@ -583,6 +681,12 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--json", a.global.json, "print the reply data as JSON");
+  app.add_option("--key", a.global.key_file,
+                 "this client's key pair (a .key_secret file) for a host that authenticates")
+      ->envname("TUNEHOST_KEY");
+  app.add_option("--server-key", a.global.server_key_file,
+                 "the host's public key (a .key file; default: from the experiment's host.json)")
+      ->envname("TUNEHOST_SERVER_KEY");
 
   using Command = int (*)(Host&, const Args&);
   std::vector<std::pair<CLI::App*, Command>> commands;
@@ -601,6 +705,8 @@ int Run(int argc, char** argv) {
   trials->add_option("--limit", a.limit, "show at most this many (0 = all)");
   command("trial", "one trial", Trial)->add_option("ID", a.trial_id, "trial id")->required();
   command("stats", "trial counts by status", Stats);
+  command("workers", "the workers the host knows: slots, running trials, key, where they run",
+          Workers);
   command("metrics", "metrics of one trial or of all", Metrics)
       ->add_option("ID", a.trial_id, "trial id (default: every trial)");
   command("export", "results of succeeded trials as JSON (import reads it back)", Export)
@@ -625,6 +731,12 @@ int Run(int argc, char** argv) {
   command("stop", "stop the experiment and the host", Stop);
   command("events", "print experiment events as JSON lines", Events)
       ->add_option("--count", a.count, "stop after this many events (0 = until Ctrl-C)");
+  std::string keygen_name, keygen_dir = ".";
+  CLI::App* keygen = app.add_subcommand(
+      "keygen", "write a CURVE key pair: DIR/NAME.key (public) and DIR/NAME.key_secret (0600)");
+  keygen->add_option("NAME", keygen_name, "key name (a plain file name)")->required();
+  keygen->add_option("--dir", keygen_dir, "where to write it (created 0700 if missing)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -634,8 +746,10 @@ int Run(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
+  if (keygen->parsed()) return Keygen(keygen_dir, keygen_name);
   try {
-    Host host(ControlEndpoint(a.global), a.global.timeout_ms);
+    const HostAddress address = FindHost(a.global);
+    Host host(address.control, a.global.timeout_ms, KeysFor(a.global, address));
     for (const auto& [cmd, fn] : commands) {
       if (cmd->parsed()) return fn(host, a);
     }

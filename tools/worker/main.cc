@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   int64_t heartbeat_ms = 1000, ack_timeout_ms = 1000, kill_grace_ms = 5000, max_idle_ms = 0;
   int64_t orphan_timeout_ms = 0;
   int64_t host_pid = 0;
-  std::string ack_log;
+  std::string ack_log, key_file, server_key_file;
   // A repeated option overrides the earlier one, as wrappers appending flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--command", command, "trial command, run as /bin/sh -c COMMAND")->required();
@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
   app.add_option("--ack-log", ack_log,
                  "append one line per acknowledged result to this file: trial attempt sequence "
                  "type value worker (what the host said it stored; tools/soak)");
+  app.add_option("--key", key_file,
+                 "this worker's key pair (a .key_secret file, 0600) for a host that "
+                 "authenticates")
+      ->envname("TUNEHOST_KEY");
+  app.add_option("--server-key", server_key_file, "the host's public key (a .key file)")
+      ->envname("TUNEHOST_SERVER_KEY");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -168,6 +174,12 @@ int main(int argc, char** argv) {
   options.orphan_timeout = milliseconds(orphan_timeout_ms);
   options.host_pid = static_cast<pid_t>(host_pid);
   options.ack_log = ack_log;
+  if (tunehost::Status st =
+          tunehost::protocol::LoadClientKeys(key_file, server_key_file, &options.keys);
+      !st.ok()) {
+    spdlog::critical("{}", st.message());
+    return 2;
+  }
 
   const int wake_fd = InstallSignalPipe();
   if (wake_fd < 0) {

@@ -14,7 +14,9 @@
 #include <iterator>
 #include <stdexcept>
 #include <msgpack.hpp>
+#include <cstdlib>
 #include <utility>
+#include <vector>
 #include <zmq_addon.hpp>
 
 #include "tunehost/protocol/codec.h"
@@ -40,14 +42,34 @@ std::string TrialName(const protocol::NewTrialJob& job) {
   return job.trial_id + "#" + std::to_string(job.attempt);
 }
 
+// Where this worker runs, for `tunectl workers`: the host name and, when a
+// cluster engine started it, its job (Slurm: JOBID or ARRAYJOB_TASK; a
+// Kubernetes Indexed Job's pod and completion index).
 protocol::Packed HostExtra() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
+  std::vector<std::pair<std::string, std::string>> fields = {{"host", name}};
+  auto env = [](const char* key) -> std::string {
+    const char* v = std::getenv(key);
+    return v != nullptr ? std::string(v).substr(0, 128) : std::string();
+  };
+  const std::string array_job = env("SLURM_ARRAY_JOB_ID"), task = env("SLURM_ARRAY_TASK_ID");
+  if (!array_job.empty() && !task.empty()) {
+    fields.emplace_back("slurm_job", array_job + "_" + task);
+  } else if (const std::string job = env("SLURM_JOB_ID"); !job.empty()) {
+    fields.emplace_back("slurm_job", job);
+  }
+  if (const std::string index = env("JOB_COMPLETION_INDEX"); !index.empty()) {
+    fields.emplace_back("k8s_pod", env("HOSTNAME"));
+    fields.emplace_back("k8s_index", index);
+  }
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);
-  packer.pack_map(1);
-  packer.pack(std::string("host"));
-  packer.pack(std::string(name));
+  packer.pack_map(static_cast<uint32_t>(fields.size()));
+  for (const auto& [key, value] : fields) {
+    packer.pack(key);
+    packer.pack(value);
+  }
   return protocol::Packed(buffer.data(), buffer.size());
 }
 
@@ -96,11 +118,13 @@ void Worker::Connect() {
   jobs_.set(zmq::sockopt::rcvhwm, 1);
   jobs_.set(zmq::sockopt::linger, 0);
   jobs_.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+  tunehost::protocol::ApplyClientKeys(jobs_, options_.keys);
   jobs_.connect(options_.jobs_endpoint);
 
   results_ = zmq::socket_t(context_, zmq::socket_type::push);
   results_.set(zmq::sockopt::sndhwm, kResultsSndHwm);
   results_.set(zmq::sockopt::linger, kResultsLingerMs);
+  tunehost::protocol::ApplyClientKeys(results_, options_.keys);
   results_.connect(options_.results_endpoint);
 
   events_ = zmq::socket_t(context_, zmq::socket_type::sub);
@@ -108,6 +132,7 @@ void Worker::Connect() {
   events_.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
   events_.set(zmq::sockopt::subscribe, "worker." + options_.id + ".");
   events_.set(zmq::sockopt::subscribe, "worker.*");
+  tunehost::protocol::ApplyClientKeys(events_, options_.keys);
   events_.connect(options_.events_endpoint);
 }
 
@@ -283,6 +308,11 @@ void Worker::OnKill(const protocol::KillTrialJob& kill) {
     }
     return;
   }
+  trial->left_behind = false;  // the host asked: it gets the trial's EN
+  if (trial->kill_requested) {
+    trial->kill_status =
+        kill.reason == "assessor" ? TrialStatus::kEarlyStopped : TrialStatus::kUserCanceled;
+  }
   RequestKill(trial,
               kill.reason == "assessor" ? TrialStatus::kEarlyStopped : TrialStatus::kUserCanceled,
               kill.reason);
@@ -454,7 +484,11 @@ void Worker::ReapAndFinish(bool force) {
     // wire-format.md §5.3 item 5: EN only after every result (FINAL
     // included) is acknowledged, unless the worker is out of time.
     if (exited && (t->pending.empty() || force)) {
-      SendEnd(*t);
+      if (t->left_behind) {
+        spdlog::info("trial {}: left to the host to offer again", TrialName(t->job));
+      } else {
+        SendEnd(*t);
+      }
       trials_.erase(trials_.begin() + static_cast<std::ptrdiff_t>(i));
       last_activity_ = Clock::now();
     } else {
@@ -469,7 +503,11 @@ void Worker::BeginShutdown() {
   shutdown_deadline_ =
       Clock::now() + options_.kill_grace + std::max(2 * options_.ack_timeout, milliseconds{1000});
   for (auto& t : trials_) {
-    if (!t->process->exited()) RequestKill(t.get(), TrialStatus::kUserCanceled, "worker exiting");
+    if (t->process->exited() || t->kill_requested) continue;
+    // The trial did not end: this worker leaves it, and the host gives it
+    // to another worker (§5.3 item 8).
+    t->left_behind = true;
+    RequestKill(t.get(), TrialStatus::kUserCanceled, "worker exiting");
   }
 }
 

@@ -11,9 +11,11 @@
 #include <memory>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "trial_process.h"
+#include "tunehost/protocol/client_keys.h"
 #include "tunehost/protocol/messages.h"
 
 namespace tunehost::worker {
@@ -46,6 +48,8 @@ struct WorkerOptions {
   // A file to append one line per acknowledged result to (tools/soak): what
   // this worker was told the host has stored. Empty: none.
   std::string ack_log;
+  // CURVE keys for a host that authenticates (wire-format.md §9).
+  tunehost::protocol::ClientKeys keys;
 };
 
 class Worker {
@@ -81,6 +85,9 @@ class Worker {
     protocol::TrialStatus kill_status = protocol::TrialStatus::kUserCanceled;
     Clock::time_point kill_deadline;
     bool sigkill_sent = false;
+    // Stopped because this worker is leaving, not because the host asked:
+    // no EN (wire-format.md §5.3 item 8), so the host offers it again.
+    bool left_behind = false;
   };
 
   void Connect();

@@ -24,6 +24,7 @@ class Status {
     kBadState,
     kPluginError,
     kUnavailable,
+    kForbidden,
     kInternal,
   };
 
@@ -41,6 +42,7 @@ class Status {
   static Status BadState(std::string m) { return Status(Code::kBadState, std::move(m)); }
   static Status PluginError(std::string m) { return Status(Code::kPluginError, std::move(m)); }
   static Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
+  static Status Forbidden(std::string m) { return Status(Code::kForbidden, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
   // A status with a code read back (e.g. from another process).
   static Status FromCode(Code code, std::string m) {
@@ -66,6 +68,7 @@ class Status {
       case Code::kBadState: return "bad_state";
       case Code::kPluginError: return "plugin_error";
       case Code::kUnavailable: return "unavailable";
+      case Code::kForbidden: return "forbidden";
       case Code::kInternal: return "internal";
     }
     return "internal";

@@ -4,6 +4,10 @@ It binds the three worker-facing sockets on tcp://127.0.0.1 random ports:
 jobs PUSH, results PULL and events XPUB (an XPUB is a PUB that also reports
 subscriptions, so a test can wait until the worker's SUB is subscribed
 instead of sleeping past ZeroMQ's slow-joiner window).
+
+With ``server_secret`` (Z85 bytes) the three sockets are CURVE servers, as
+those of a host started with ``--keys``; ``ctx`` then lets the caller run a
+ZAP authenticator on the same context to choose which client keys get in.
 """
 
 import time
@@ -16,8 +20,9 @@ DEFAULT_TIMEOUT = 5.0
 
 
 class FakeHost:
-    def __init__(self):
-        self.ctx = zmq.Context()
+    def __init__(self, server_secret=None, ctx=None):
+        self._own_ctx = ctx is None
+        self.ctx = zmq.Context() if ctx is None else ctx
         self.jobs = self.ctx.socket(zmq.PUSH)
         self.jobs.setsockopt(zmq.SNDTIMEO, int(DEFAULT_TIMEOUT * 1000))
         self.results = self.ctx.socket(zmq.PULL)
@@ -25,6 +30,9 @@ class FakeHost:
         self.events.setsockopt(zmq.XPUB_VERBOSE, 1)
         for s in (self.jobs, self.results, self.events):
             s.setsockopt(zmq.LINGER, 0)
+            if server_secret is not None:
+                s.setsockopt(zmq.CURVE_SERVER, 1)
+                s.setsockopt(zmq.CURVE_SECRETKEY, server_secret)
         base = "tcp://127.0.0.1"
         self.endpoints = {
             "jobs": f"{base}:{self.jobs.bind_to_random_port(base)}",
@@ -38,7 +46,8 @@ class FakeHost:
     def close(self):
         for s in (self.jobs, self.results, self.events):
             s.close(0)
-        self.ctx.term()
+        if self._own_ctx:
+            self.ctx.term()
 
     # ----- host -> worker -----
 

@@ -17,7 +17,7 @@ import zmq
 
 import tunehost
 from tunehost import protocol
-from tunehost.control import ControlClient, ControlError, ControlTimeout, encode_request
+from tunehost.control import NO_KEY_HINT, ControlClient, ControlError, ControlTimeout, encode_request
 from tunehost.experiment import Experiment, TrialResult, parse_duration
 
 PYTHONPATH = os.path.dirname(os.path.dirname(tunehost.__file__))
@@ -127,7 +127,8 @@ class ControlClientTest(unittest.TestCase):
         self.assertIsInstance(cm.exception, TimeoutError)
         self.assertIsInstance(cm.exception, ControlError)
         self.assertEqual(cm.exception.code, "timeout")
-        self.assertEqual(str(cm.exception), "ST: timeout: no answer from %s within 300 ms" % router.endpoint)
+        self.assertEqual(str(cm.exception), "ST: timeout: no answer from %s within 300 ms (%s)"
+                         % (router.endpoint, NO_KEY_HINT))
 
     def test_replies_to_other_requests_are_skipped(self):
         # A stale reply (an earlier id) and a reply to a later id come first;

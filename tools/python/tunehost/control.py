@@ -5,15 +5,23 @@ waits for the reply with the same envelope id; replies to earlier requests
 that arrive late (after a timeout) are recognised by their id and dropped.
 
 - No reply within the timeout raises :class:`ControlTimeout`
-  (``no answer from EP within N ms``). The socket is then replaced, so a
+  (``no answer from EP within N ms (hint)``). The socket is then replaced, so a
   request queued for a host that is not there is never delivered later.
 - An ``error`` reply raises :class:`ControlError` carrying the wire ``code``
-  (``not_found``, ``bad_state``, ``bad_field``, …) and the host's message.
+  (``not_found``, ``bad_state``, ``bad_field``, ``forbidden`` for a request
+  this client's key may not make, …) and the host's message.
 - An ``ok`` reply returns its ``data``.
 
 Requests are encoded by :mod:`tunehost.protocol`, which checks them first: a
 body the host would refuse raises :class:`tunehost.protocol.ProtocolError`
 (with the same code) and is not sent. Needs python3-zmq and python3-msgpack.
+
+A host started with ``--keys DIR`` wants CURVE keys (:mod:`tunehost.keys`):
+``key_file`` (this client's ``.key_secret``, default ``$TUNEHOST_KEY``) and
+``server_key_file`` (the host's public ``.key``, default
+``$TUNEHOST_SERVER_KEY``) or ``server_key`` (the host's Z85 public key, as
+host.json gives it). A host that does not know the key never answers, so a
+timeout with keys says so.
 """
 
 import threading
@@ -21,9 +29,14 @@ import time
 
 import zmq
 
+from tunehost import keys as _keys
 from tunehost import protocol
 
-__all__ = ["ControlClient", "ControlError", "ControlTimeout", "DEFAULT_TIMEOUT_MS"]
+__all__ = ["ControlClient", "ControlError", "ControlTimeout", "DEFAULT_TIMEOUT_MS", "FORBIDDEN",
+           "KeyFileError"]
+
+FORBIDDEN = protocol.FORBIDDEN
+KeyFileError = _keys.KeyFileError
 
 DEFAULT_TIMEOUT_MS = 10000
 
@@ -42,14 +55,24 @@ class ControlError(Exception):
         return f"{where}{self.code}: {self.message}"
 
 
-class ControlTimeout(ControlError, TimeoutError):
-    """No reply within the timeout (``code`` is ``"timeout"``)."""
+KEY_HINT = "does the host know this client's key, and is the server key the host's?"
+NO_KEY_HINT = ("is the host running? If it wants a key, give key_file and server_key_file, or "
+               "$TUNEHOST_KEY and $TUNEHOST_SERVER_KEY")
 
-    def __init__(self, endpoint, timeout_ms, request=None):
-        ControlError.__init__(self, "timeout", f"no answer from {endpoint} within {timeout_ms} ms",
-                              request)
+
+class ControlTimeout(ControlError, TimeoutError):
+    """No reply within the timeout (``code`` is ``"timeout"``). The message
+    ends with a hint: with keys, whether the host knows this client's key (a
+    refused CURVE handshake looks like silence); without, whether the host
+    wants one."""
+
+    def __init__(self, endpoint, timeout_ms, request=None, with_keys=False):
+        message = (f"no answer from {endpoint} within {timeout_ms} ms "
+                   f"({KEY_HINT if with_keys else NO_KEY_HINT})")
+        ControlError.__init__(self, "timeout", message, request)
         self.endpoint = endpoint
         self.timeout_ms = timeout_ms
+        self.with_keys = with_keys
 
 
 def encode_request(type_code, body=None, msg_id=0):
@@ -58,11 +81,20 @@ def encode_request(type_code, body=None, msg_id=0):
 
 
 class ControlClient:
-    """Requests on a host's control endpoint. Thread-safe (one request at a time)."""
+    """Requests on a host's control endpoint. Thread-safe (one request at a time).
 
-    def __init__(self, endpoint, timeout_ms=DEFAULT_TIMEOUT_MS):
+    ``key_file`` / ``server_key_file`` (``None``: ``$TUNEHOST_KEY`` /
+    ``$TUNEHOST_SERVER_KEY``; ``""``: none) and ``server_key`` (the host's Z85
+    public key, used without a server key file) make it a CURVE client; a
+    key that cannot be used raises :class:`tunehost.keys.KeyFileError` here."""
+
+    def __init__(self, endpoint, timeout_ms=DEFAULT_TIMEOUT_MS, *, key_file=None,
+                 server_key_file=None, server_key=None):
         self.endpoint = endpoint
         self.timeout_ms = int(timeout_ms)
+        key_file, server_key_file = _keys.default_key_files(key_file, server_key_file)
+        self.keys = _keys.load_keys(key_file, server_key_file,
+                                    None if server_key_file else server_key)
         self._ctx = zmq.Context()
         self._lock = threading.Lock()
         self._next_id = 1
@@ -72,6 +104,7 @@ class ControlClient:
     def _open(self):
         s = self._ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
+        _keys.apply(s, self.keys)
         s.connect(self.endpoint)
         self._socket = s
 
@@ -117,7 +150,7 @@ class ControlClient:
                 # that comes up later, and a late reply must not confuse us.
                 self._socket.close()
                 self._open()
-                raise ControlTimeout(self.endpoint, timeout_ms, type_code)
+                raise ControlTimeout(self.endpoint, timeout_ms, type_code, self.keys is not None)
             data = self._socket.recv()
             try:
                 reply = protocol.decode(data)

@@ -21,7 +21,9 @@
 
 The experiment runs in a ``tunehost run FILE --id ID`` process (the C++ host
 with local workers); this object talks to it over the control socket
-(:mod:`tunehost.control`), found through ``<workdir>/<id>/host.json``. Results
+(:mod:`tunehost.control`), found through ``<workdir>/<id>/host.json``
+(with the host's public key when it authenticates: then give this client's
+key, ``key_file=`` or ``$TUNEHOST_KEY``, see :mod:`tunehost.keys`). Results
 come back as the dataclasses below, with NNI's field names
 (``nni/experiment/data.py``) plus tunehost's extra fields.
 """
@@ -40,9 +42,10 @@ import time
 from typing import Any, List, Optional
 
 from tunehost.control import DEFAULT_TIMEOUT_MS, ControlClient, ControlError, ControlTimeout
+from tunehost.keys import KeyFileError, server_key_from_host_info
 
 __all__ = ["Experiment", "TrialJob", "TrialHyperParameters", "TrialMetricData", "TrialResult",
-           "ControlError", "ControlTimeout", "parse_duration", "DEFAULT_WORKDIR"]
+           "ControlError", "ControlTimeout", "KeyFileError", "parse_duration", "DEFAULT_WORKDIR"]
 
 DEFAULT_WORKDIR = os.path.join("~", "tunehost-experiments")
 TRIAL_STATUSES = ("WAITING", "RUNNING", "SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED",
@@ -226,12 +229,19 @@ class Experiment:
     directory, ``--plugins``), ``worker_bin`` (``--worker-bin``), ``workdir``
     (where ``<id>/host.json`` is looked for; default the config's
     experimentWorkingDirectory, else ``~/tunehost-experiments``),
-    ``timeout_ms`` (control requests).
+    ``timeout_ms`` (control requests), ``key_file`` and ``server_key_file``
+    (for a host that authenticates: this client's ``.key_secret`` and the
+    host's public ``.key``; default ``$TUNEHOST_KEY`` and
+    ``$TUNEHOST_SERVER_KEY``; a host found through host.json gives its own
+    public key there, so ``key_file`` is enough).
     """
 
     def __init__(self, config=None, *, id=None, tunehost=None, plugins=None, worker_bin=None,
-                 workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, base_dir=None):
+                 workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, base_dir=None, key_file=None,
+                 server_key_file=None):
         self.id = id or _new_id()
+        self.key_file = key_file
+        self.server_key_file = server_key_file
         self.config = None
         self.config_file = None
         self.tunehost = tunehost
@@ -365,21 +375,29 @@ class Experiment:
             self._control = None
 
     @classmethod
-    def connect(cls, experiment, workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS):
+    def connect(cls, experiment, workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, *, key_file=None,
+                server_key_file=None):
         """An Experiment attached to a running host: ``experiment`` is an
         experiment id (found through ``<workdir>/<id>/host.json``) or a control
-        endpoint (``tcp://…``). Raises ControlTimeout when the host does not answer."""
+        endpoint (``tcp://…``). Raises ControlTimeout when the host does not
+        answer, KeyFileError for keys that cannot be used (or none when the
+        host.json says the host authenticates).
+
+        ``key_file``/``server_key_file``: see :class:`Experiment`; by id the
+        host's public key comes from host.json unless ``server_key_file`` (or
+        ``$TUNEHOST_SERVER_KEY``) gives one."""
+        options = dict(timeout_ms=timeout_ms, key_file=key_file, server_key_file=server_key_file)
         if re.match(r"^[a-z]+://", experiment):
-            exp = cls(workdir=workdir, timeout_ms=timeout_ms)
+            exp = cls(workdir=workdir, **options)
             exp._attach(experiment)
         else:
-            exp = cls(id=experiment, workdir=workdir, timeout_ms=timeout_ms)
+            exp = cls(id=experiment, workdir=workdir, **options)
             info = exp._read_host_file()
             if info is None:
                 raise FileNotFoundError(f"experiment {experiment} is not running: no {exp.host_file}")
             exp.endpoints = info
             exp._trial_root = os.path.join(exp.workdir, _safe_name(exp.id), "trials")
-            exp._attach(info["control"])
+            exp._attach(info["control"], info)
         try:
             profile = exp.get_experiment_profile()  # fails now if the host is gone
         except BaseException:
@@ -391,12 +409,14 @@ class Experiment:
 
     @classmethod
     def resume(cls, experiment_id, port=None, wait_completion=True, debug=False, *, workdir=None,
-               tunehost=None, plugins=None, worker_bin=None, timeout_ms=DEFAULT_TIMEOUT_MS):
+               tunehost=None, plugins=None, worker_bin=None, timeout_ms=DEFAULT_TIMEOUT_MS,
+               key_file=None, server_key_file=None):
         """Resumes a stopped experiment: ``tunehost resume ID`` in the
         background. With ``wait_completion`` (NNI's default) waits until it
         has finished. Returns the Experiment."""
         exp = cls(id=experiment_id, tunehost=tunehost, plugins=plugins, worker_bin=worker_bin,
-                  workdir=workdir, timeout_ms=timeout_ms)
+                  workdir=workdir, timeout_ms=timeout_ms, key_file=key_file,
+                  server_key_file=server_key_file)
         exp._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{experiment_id}-")
         exp.summary_path = os.path.join(exp._tmpdir, "summary.json")
         args = ["resume", experiment_id, "--summary-json", exp.summary_path]
@@ -411,11 +431,12 @@ class Experiment:
 
     @classmethod
     def view(cls, experiment_id, port=None, non_blocking=False, *, workdir=None, tunehost=None,
-             timeout_ms=DEFAULT_TIMEOUT_MS):
+             timeout_ms=DEFAULT_TIMEOUT_MS, key_file=None, server_key_file=None):
         """Opens a stopped experiment read-only: ``tunehost view ID`` in the
         background (status VIEWED). Unless ``non_blocking``, blocks until the
         view is stopped (Ctrl-C), as NNI does. Returns the Experiment."""
-        exp = cls(id=experiment_id, tunehost=tunehost, workdir=workdir, timeout_ms=timeout_ms)
+        exp = cls(id=experiment_id, tunehost=tunehost, workdir=workdir, timeout_ms=timeout_ms,
+                  key_file=key_file, server_key_file=server_key_file)
         exp._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{experiment_id}-")
         args = ["view", experiment_id]
         if workdir is not None:
@@ -592,11 +613,25 @@ class Experiment:
             time.sleep(0.02)
         self.endpoints = info
         self._trial_root = os.path.join(self.workdir, _safe_name(self.id), "trials")
-        self._attach(info["control"])
+        try:
+            self._attach(info["control"], info)
+        except KeyFileError:
+            # No usable key for the host just started: do not leave it running unreachable.
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            raise
 
-    def _attach(self, endpoint):
+    def _attach(self, endpoint, host_info=None):
+        """A control client for endpoint; a host.json dict gives the host's
+        public key (used unless a server key file is given)."""
         self.close()
-        self._control = ControlClient(endpoint, self.timeout_ms)
+        self._control = ControlClient(endpoint, self.timeout_ms, key_file=self.key_file,
+                                      server_key_file=self.server_key_file,
+                                      server_key=server_key_from_host_info(host_info))
 
     def _read_host_file(self):
         try:

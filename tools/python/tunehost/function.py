@@ -54,6 +54,7 @@ import sys
 import threading
 import time
 
+from tunehost.keys import ENV_KEY, ENV_SERVER_KEY, KeyFileError
 from tunehost.worker import (DEFAULT_EVENTS, DEFAULT_JOBS, DEFAULT_RESULTS, FINAL, PERIODICAL, TrialStopped,
                              Worker, check_metric)
 
@@ -202,8 +203,8 @@ def run_worker(train, slots=1, **worker_options):
     ``worker_options`` are :class:`tunehost.Worker` keywords: ``worker_id``,
     ``jobs``, ``results``, ``events`` (endpoints), ``gpus``, ``extra``,
     ``heartbeat_interval``, ``ack_timeout``, ``max_message_bytes``,
-    ``stop_grace``. Signal handlers are installed only when called from the
-    main thread.
+    ``stop_grace``, ``key_file``, ``server_key_file``. Signal handlers are
+    installed only when called from the main thread.
     """
     worker = Worker(function_runner(train), slots=slots, **worker_options)
     previous = {}
@@ -283,6 +284,12 @@ def main(argv=None):
                         help="resend interval of an unacknowledged ME (default 1000)")
     parser.add_argument("--stop-grace-ms", type=_positive_ms, default=5000,
                         help="wait on shutdown for stopped trials to end (default 5000)")
+    # Paths only: a key never goes on a command line. "" (the flag given empty) means none.
+    parser.add_argument("--key", dest="key_file", default=os.environ.get(ENV_KEY, ""), metavar="FILE",
+                        help="this worker's key pair (a .key_secret file, mode 0600) for a host that "
+                             f"authenticates (default ${ENV_KEY})")
+    parser.add_argument("--server-key", dest="server_key_file", default=os.environ.get(ENV_SERVER_KEY, ""),
+                        metavar="FILE", help=f"the host's public key (a .key file; default ${ENV_SERVER_KEY})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
 
@@ -303,9 +310,14 @@ def main(argv=None):
         heartbeat_interval=args.heartbeat_ms / 1000.0,
         ack_timeout=args.ack_timeout_ms / 1000.0,
         stop_grace=args.stop_grace_ms / 1000.0,
+        key_file=args.key_file,
+        server_key_file=args.server_key_file,
     )
     try:
         run_worker(train, slots=args.slots, **options)
+    except KeyFileError as e:
+        log.error("%s", e)
+        return 2
     except Exception as e:
         log.error("worker failed: %s", e)
         return 2

@@ -50,6 +50,7 @@ GET_STATUS = "ST"
 LIST_TRIALS = "LT"
 GET_TRIAL = "GT"
 GET_STATISTICS = "JS"
+LIST_WORKERS = "LW"
 GET_METRICS = "MT"
 EXPORT_DATA = "EX"
 UPDATE_LIMITS = "UX"
@@ -108,9 +109,10 @@ NOT_FOUND = "not_found"
 BAD_STATE = "bad_state"
 PLUGIN_ERROR = "plugin_error"
 UNAVAILABLE = "unavailable"
+FORBIDDEN = "forbidden"
 INTERNAL = "internal"
 ERROR_CODES = (BAD_FRAME, UNSUPPORTED_VERSION, UNKNOWN_TYPE, MISSING_FIELD, BAD_FIELD,
-               TOO_LARGE, NOT_FOUND, BAD_STATE, PLUGIN_ERROR, UNAVAILABLE, INTERNAL)
+               TOO_LARGE, NOT_FOUND, BAD_STATE, PLUGIN_ERROR, UNAVAILABLE, FORBIDDEN, INTERNAL)
 
 _UINT32_MAX = (1 << 32) - 1
 _UINT64_MAX = (1 << 64) - 1
@@ -221,6 +223,7 @@ SCHEMA = collections.OrderedDict([
         _f("max_duration_s", "float", False),
     )),
     (KILL_TRIAL, (_f("trial_id", "str"),)),
+    (LIST_WORKERS, ()),
     (REPORT_METRIC_DATA, (
         _f("trial_id", "str"),
         _f("attempt", "uint32", False),

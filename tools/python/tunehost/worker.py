@@ -33,6 +33,15 @@ A trial holds its slot from the moment it is accepted until its ``EN`` has
 been sent; it is listed in ``running`` (``WH``/``HB``) from its ``TS`` until
 its ``EN``, both decided on the I/O thread, so no heartbeat can leave out a
 trial that has not ended.
+
+Authentication
+--------------
+For a host started with ``--keys DIR``, ``key_file`` (this worker's
+``.key_secret``, default ``$TUNEHOST_KEY``) and ``server_key_file`` (the
+host's public ``.key``, default ``$TUNEHOST_SERVER_KEY``) make all three
+sockets CURVE clients (:mod:`tunehost.keys`). They are read when the Worker is
+made, so a bad key fails there. A host that does not know the key never
+answers: the worker then just hears nothing.
 """
 
 import collections
@@ -48,6 +57,7 @@ import traceback
 import zmq
 
 from tunehost import __version__, protocol
+from tunehost import keys as _keys
 
 log = logging.getLogger("tunehost.worker")
 
@@ -69,7 +79,8 @@ REJECT_NO_SLOT = "no free slot"
 REJECT_SHUTTING_DOWN = "worker shutting down"
 
 # Stop reason of trials the worker itself stops on shutdown. Like tunehost-worker,
-# such trials end USER_CANCELED.
+# it sends no EN for them, only WB: they did not end, and the host offers them
+# again (wire-format.md §5.3 item 8).
 STOP_SHUTDOWN = "worker_shutdown"
 
 _BROADCAST_TOPIC = b"worker.*"
@@ -206,11 +217,18 @@ class Worker:
 
     Use :meth:`start` / :meth:`stop` (or the context manager), or :meth:`run`
     to block until :meth:`request_stop` or a signal.
+
+    ``key_file`` / ``server_key_file``: this worker's ``.key_secret`` (mode
+    0600) and the host's public ``.key`` for a host that authenticates
+    (``None``: ``$TUNEHOST_KEY`` / ``$TUNEHOST_SERVER_KEY``; ``""``: none).
+    Both or neither; :class:`tunehost.keys.KeyFileError` otherwise, or for a
+    key file that cannot be used.
     """
 
     def __init__(self, runner, slots=1, worker_id=None, jobs=DEFAULT_JOBS, results=DEFAULT_RESULTS,
                  events=DEFAULT_EVENTS, gpus=0, extra=None, heartbeat_interval=1.0, ack_timeout=1.0,
-                 max_message_bytes=1 << 20, stop_grace=5.0, language="python", version=__version__):
+                 max_message_bytes=1 << 20, stop_grace=5.0, language="python", version=__version__,
+                 key_file=None, server_key_file=None):
         if not callable(runner):
             raise TypeError("runner must be callable")
         if int(slots) < 1:
@@ -232,6 +250,7 @@ class Worker:
         self.language = language
         self.version = version
         self._topic = f"worker.{self.worker_id}.".encode()
+        self.keys = _keys.load_keys(*_keys.default_key_files(key_file, server_key_file))
 
         self._lock = threading.Lock()
         self._trials = {}  # (trial_id, attempt) -> TrialHandle; guarded by _lock
@@ -283,8 +302,9 @@ class Worker:
             self._ctx.term()
             self._stopped.set()
             raise error
-        log.info("worker %s started: %d slot(s), jobs %s, results %s, events %s", self.worker_id,
-                 self.slots, self.jobs_endpoint, self.results_endpoint, self.events_endpoint)
+        log.info("worker %s started: %d slot(s), jobs %s, results %s, events %s%s", self.worker_id,
+                 self.slots, self.jobs_endpoint, self.results_endpoint, self.events_endpoint,
+                 ", CURVE keys" if self.keys is not None else "")
         return self
 
     def request_stop(self):
@@ -303,10 +323,10 @@ class Worker:
 
     def stop(self, grace=None):
         """Stops the worker: new offers get ``TJ``, running trials are stopped
-        (their next report raises :class:`TrialStopped`), their ``EN`` is sent
-        if they end within ``grace`` seconds (default ``stop_grace``), then
-        ``WB``. Trials still running after that are abandoned (the host
-        re-offers them). Idempotent."""
+        (their next report raises :class:`TrialStopped`) and given ``grace``
+        seconds (default ``stop_grace``) to return, then ``WB``. No ``EN`` is
+        sent for them: they did not end, and the host offers them again
+        (wire-format.md §5.3 item 8). Idempotent."""
         if not self._started:
             return
         grace = self.stop_grace if grace is None else float(grace)
@@ -424,6 +444,7 @@ class Worker:
             pull.setsockopt(zmq.RCVHWM, 1)
             pull.setsockopt(zmq.LINGER, 0)
             pull.setsockopt(zmq.MAXMSGSIZE, 64 * self.max_message_bytes)
+            _keys.apply(pull, self.keys)
             pull.connect(self.jobs_endpoint)
         except Exception as e:
             self._jobs_error = e
@@ -518,6 +539,11 @@ class Worker:
         except BaseException:
             status, error = FAILED, traceback.format_exc()
         reason = handle.stop_reason
+        if reason == STOP_SHUTDOWN:
+            log.info("trial %s attempt %d left to the host to offer again", handle.trial_id,
+                     handle.attempt)
+            self._post(("end", handle, None, None))
+            return
         if reason is not None:
             status = EARLY_STOPPED if reason == "assessor" else USER_CANCELED
             error = ""
@@ -531,12 +557,14 @@ class Worker:
         try:
             push = self._ctx.socket(zmq.PUSH)
             push.setsockopt(zmq.LINGER, 2000)
+            _keys.apply(push, self.keys)
             push.connect(self.results_endpoint)
             sub = self._ctx.socket(zmq.SUB)
             sub.setsockopt(zmq.LINGER, 0)
             sub.setsockopt(zmq.MAXMSGSIZE, 64 * self.max_message_bytes)
             sub.setsockopt(zmq.SUBSCRIBE, self._topic)
             sub.setsockopt(zmq.SUBSCRIBE, _BROADCAST_TOPIC)
+            _keys.apply(sub, self.keys)
             sub.connect(self.events_endpoint)
         except Exception as e:
             self._io_error = e
@@ -671,6 +699,8 @@ class _IoLoop:
                 with w._lock:
                     w._trials.pop(handle.key, None)
                     w._runner_threads.pop(handle.key, None)
+                if status is None:
+                    continue  # left behind by a worker that stops: no EN
                 self.send("EN", {"trial_id": handle.trial_id, "attempt": handle.attempt,
                                  "status": status, "error": error, "worker_id": w.worker_id})
 

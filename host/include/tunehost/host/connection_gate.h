@@ -4,8 +4,11 @@
 // the gate counts live connections per socket with socket monitors and
 // refuses a connection over the socket's limit. Connections that never
 // finish the ZMTP handshake are dropped by libzmq after the handshake
-// interval set here. The gate runs on its own thread, so admission never
-// waits for the host's poll loop (nor for a plugin).
+// interval set here. With a key ring it also authenticates (wire-format.md
+// §9): only CURVE connections with a known key, in a role the socket takes,
+// are admitted, and the connection's User-Id names the key's role and name.
+// The gate runs on its own thread, so admission never waits for the host's
+// poll loop (nor for a plugin).
 #pragma once
 
 #include <atomic>
@@ -22,6 +25,7 @@
 #include <zmq.hpp>
 
 #include "tunehost/host/drop_log.h"
+#include "tunehost/host/key_ring.h"
 
 namespace tunehost::host {
 
@@ -32,11 +36,16 @@ class ConnectionGate {
     size_t max_connections = 4096;
     // A connection must finish the ZMTP handshake within this time.
     std::chrono::milliseconds handshake_interval{10000};
+    // CURVE keys and roles; null: no authentication (loopback only).
+    const KeyRing* keys = nullptr;
   };
   struct SocketStats {
     size_t live = 0;          // connections accepted and not disconnected
     uint64_t admitted = 0;    // handshakes the gate allowed
     uint64_t refused = 0;     // handshakes the gate refused (over the limit)
+    uint64_t unknown_keys = 0;  // CURVE handshakes with a key the host does not know
+    uint64_t wrong_role = 0;    // known keys in a role this socket does not take
+    uint64_t failed_handshakes = 0;  // ZMTP handshakes that failed before ZAP was asked
   };
 
   // Binds the ZAP handler of `context` and starts the gate's thread. One

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tunehost/host/engine.h"
+#include "tunehost/host/key_ring.h"
 #include "tunehost/host/server.h"
 #include "tunehost/protocol/messages.h"
 #include "tunehost/status.h"
@@ -29,6 +30,8 @@ struct ControlContext {
   const protocol::ExperimentSpec& spec;
   const Endpoints& endpoints;
   ControlClock clock;
+  // The key each worker speaks with (LW); null without authentication.
+  const WorkerKeys* worker_keys = nullptr;
 };
 
 // "maximize" or "minimize": the tuner's optimize_mode class argument;

@@ -306,15 +306,21 @@ class Engine {
   Status UpdateLimits(std::optional<uint32_t> concurrency, std::optional<uint64_t> max_trials,
                       std::optional<double> max_duration_s, Clock::time_point now);
 
- private:
+  // A worker as its WH described it, and what the host knows of it.
   struct Worker {
     std::string id;
     uint32_t slots = 1;
     uint32_t gpus = 0;
+    std::string language, version;
+    protocol::Packed extra;  // WH resources.extra (host name, Slurm job, ...)
     Clock::time_point last_seen{};
     bool blocked = false;  // rejected an offer: no offers counted until its next heartbeat
     std::unordered_set<std::string> running;
   };
+  // LW: the workers the host knows.
+  const std::unordered_map<std::string, Worker>& workers() const { return workers_; }
+
+ private:
 
   Trial& NewTrial(int64_t parameter_id, protocol::ParameterSource source,
                   protocol::Packed parameters, Clock::time_point now);

@@ -18,6 +18,8 @@
 
 namespace tunehost::host {
 
+class KeyRing;
+
 struct Endpoints {
   std::string control = "tcp://127.0.0.1:5650";
   std::string jobs = "tcp://127.0.0.1:5651";
@@ -44,6 +46,9 @@ struct ServerOptions {
   // tunehost-plugin-runner for `isolation: process`; empty: next to the
   // running program.
   std::filesystem::path plugin_runner;
+  // CurveZMQ keys and roles (wire-format.md §9); must outlive the server.
+  // Null: no authentication, every peer may do everything (loopback only).
+  const KeyRing* keys = nullptr;
 };
 
 // Experiment statuses (NNI names).

@@ -102,6 +102,7 @@ struct UpdateLimits {                                                           
   std::optional<double> max_duration_s;   // 0 = unlimited
 };
 struct KillTrial { std::string trial_id; };                                              // KT
+struct ListWorkers {};                                                                   // LW
 
 // Trial statuses of the control API (NNI's trialJobStatus): the terminal
 // statuses plus WAITING (queued or offered) and RUNNING.
@@ -178,7 +179,7 @@ using Body = std::variant<Initialize, RequestTrialJobs, UpdateSearchSpace, Impor
                           NewTrialJob, SendTrialJobParameter, KillTrialJob, MetricAck,
                           HelloRequest, Initialized, NoMoreTrialJobs, ErrorEvent, OkReply,
                           ErrorReply, GetStatus, ListTrials, GetTrial, GetStatistics,
-                          GetMetrics, ExportData, UpdateLimits, KillTrial>;
+                          GetMetrics, ExportData, UpdateLimits, KillTrial, ListWorkers>;
 
 // The wire type code of a body ("IN", "TR", "ok", ...).
 std::string_view TypeCode(const Body& body);

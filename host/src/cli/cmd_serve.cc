@@ -1,0 +1,41 @@
+// tunehost serve: a long-running host that experiments (IN) and workers
+// attach to.
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "cli.h"
+
+namespace tunehost::host::cli {
+
+int CmdServe(const ServeArgs& args) {
+  PluginRegistry registry;
+  LoadPlugins(&registry, args.plugins);
+  ServerOptions options;
+  options.endpoints = args.endpoints;
+  options.max_message_bytes = args.max_message_bytes;
+  options.heartbeat_interval = std::chrono::milliseconds(args.heartbeat_ms);
+  options.ack_timeout = std::chrono::milliseconds(args.ack_timeout_ms);
+  const size_t file_limit = RaiseFileLimit();
+  options.max_connections =
+      args.max_connections != 0 ? args.max_connections : ConnectionsPerSocket(file_limit);
+  std::unique_ptr<KeyRing> keys;
+  if (int rc = PrepareSecurity(args.security, args.endpoints, &keys); rc != kExitOk) return rc;
+  options.keys = keys.get();
+  Server server(options, &registry);
+  Status st = server.Bind();
+  if (!st.ok()) {
+    spdlog::error("{}", st.message());
+    return kExitFailed;
+  }
+  StopOnSignal stop(&server);
+  st = server.Run();
+  g_plugin_abandoned = server.abandoned_plugin();
+  if (!st.ok()) {
+    spdlog::error("{}", st.message());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace tunehost::host::cli

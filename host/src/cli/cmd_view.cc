@@ -1,0 +1,76 @@
+// tunehost view: a stored experiment, printed and served read-only.
+#include <cstdio>
+#include <map>
+
+#include "cli.h"
+#include "tunehost/host/control_queries.h"
+
+namespace tunehost::host::cli {
+
+int CmdView(const ViewArgs& args) {
+  fs::path dir;
+  std::unique_ptr<Store> store;
+  ExperimentConfig config;
+  int rc = OpenStored(args.id, args.workdir, Store::Mode::kReadOnly, &dir, &store, &config);
+  if (rc != kExitOk) return rc;
+  ServerOptions options;
+  options.endpoints = FreeLoopbackEndpoints();
+  if (args.port_base != 0 && !PortBaseEndpoints(args.port_base, &options.endpoints)) {
+    return kExitUsage;
+  }
+  PluginRegistry registry;  // a viewed experiment runs no plugin
+  Server server(options, &registry);
+  Status st = server.View(config.spec, *store);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: view %s: %s\n", args.id.c_str(), st.message().c_str());
+    return kExitFailed;
+  }
+  const std::string mode = OptimizeModeOf(config.spec.tuner.args);
+  const ExperimentSummary summary = server.Summary();
+  std::string stored_status = store->Meta("status").value_or("UNKNOWN");
+  std::string error = store->Meta("error").value_or("");
+  if (UnfinishedStatus(stored_status) && !HostHoldsLock(dir)) {
+    // No host holds it, yet the store says it runs: its host died.
+    error = "its host died while it was " + stored_status + "; `tunehost resume " + args.id +
+            "` continues it";
+    stored_status = "CRASHED";
+  }
+  std::printf("experiment %s%s: %s%s (viewed read-only)\n", args.id.c_str(),
+              config.name.empty() ? "" : (" \"" + config.name + "\"").c_str(),
+              stored_status.c_str(), error.empty() ? "" : (": " + error).c_str());
+  std::map<std::string, size_t> counts;
+  for (const TrialSummary& t : summary.trials) ++counts[std::string(protocol::ToString(t.status))];
+  std::printf("%zu trial(s) ended", summary.trials.size());
+  for (const auto& [status, n] : counts) std::printf(", %s %zu", status.c_str(), n);
+  std::printf("\n");
+  PrintBestTrials(summary, mode == "maximize", mode);
+  std::printf("store %s\n", store->file().string().c_str());
+  std::fflush(stdout);
+  if (args.once) return kExitOk;
+
+  if (int pid = LiveHostPid(dir / "host.json")) {
+    std::fprintf(stderr, "tunehost: experiment %s is running (host pid %d): ask that host\n",
+                 args.id.c_str(), pid);
+    return kExitUsage;
+  }
+  ExperimentLock lock;
+  if (!lock.Acquire(dir, args.id, /*shared=*/true)) return kExitUsage;
+  st = server.Bind();
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+    return kExitFailed;
+  }
+  StopOnSignal stop(&server);
+  HostFile host_file(dir / "host.json", args.id, server.bound());
+  std::printf("serving read-only on control %s until stopped (Ctrl-C or `tunectl stop`)\n",
+              server.bound().control.c_str());
+  std::fflush(stdout);
+  st = server.Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace tunehost::host::cli

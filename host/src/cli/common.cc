@@ -1,0 +1,379 @@
+// What the tunehost subcommands share: signals, file limits, logging,
+// plugins, the experiment directory's files (host.json, lock) and endpoints.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli.h"
+#include "tunehost/sdk/version.h"
+
+namespace tunehost::host::cli {
+
+namespace {
+
+std::atomic<Server*> g_server{nullptr};
+volatile sig_atomic_t g_stop_requested = 0;
+static_assert(std::atomic<Server*>::is_always_lock_free, "read from a signal handler");
+
+extern "C" void HandleStopSignal(int sig) {
+  g_stop_requested = 1;
+  if (Server* s = g_server.load()) s->Stop();
+  // A second signal of the same kind ends the process at once.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+}
+
+constexpr rlim_t kMaxFileLimit = rlim_t{1} << 20;
+// Descriptors kept for the store, plugins, local workers' pipes and logs.
+constexpr size_t kReservedFiles = 256;
+constexpr size_t kMaxConnectionsPerSocket = 4096;
+
+fs::path ExeDir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path(ec) : self.parent_path();
+}
+
+}  // namespace
+
+bool g_plugin_abandoned = false;
+
+void InstallStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = HandleStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+StopOnSignal::StopOnSignal(Server* server) {
+  g_server.store(server);
+  if (g_stop_requested) server->Stop();
+}
+
+StopOnSignal::~StopOnSignal() { g_server.store(nullptr); }
+
+// Raises the soft limit on open files to the hard one and returns it.
+size_t RaiseFileLimit() {
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  const rlim_t wanted = std::min(rl.rlim_max, kMaxFileLimit);
+  if (rl.rlim_cur < wanted) {
+    struct rlimit raised = rl;
+    raised.rlim_cur = wanted;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  return static_cast<size_t>(std::min(rl.rlim_cur, kMaxFileLimit));
+}
+
+// Connections each of the four sockets admits: the file limit shared out,
+// so a flood on one socket cannot take the descriptors the control socket
+// needs to keep answering.
+size_t ConnectionsPerSocket(size_t file_limit) {
+  const size_t usable = file_limit > kReservedFiles + 64 ? file_limit - kReservedFiles : 64;
+  const size_t share = std::min(usable / 4, kMaxConnectionsPerSocket);
+  if (share < 256) {
+    spdlog::warn("open-file limit {} allows only {} connections per socket; raise it (ulimit "
+                 "-n) for more workers",
+                 file_limit, share);
+  }
+  return share;
+}
+
+// --- shared options ---
+
+std::string VersionText() {
+  return fmt::format("tunehost {} (plugin ABI {}.{}.{})", kVersion, TH_VERSION_MAJOR,
+                     TH_VERSION_MINOR, TH_VERSION_REVISION);
+}
+
+void AddLogLevel(CLI::App* cmd, std::string* level) {
+  cmd->add_option("--log-level", *level, "log level: trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+void SetUpLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("tunehost");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// The build tree's plugin folder when this binary was built there and it
+// still exists; otherwise the installed layout <prefix>/lib/tunehost/plugins.
+fs::path DefaultPluginDir() {
+#ifdef TH_DEFAULT_PLUGIN_DIR
+  std::error_code ec;
+  if (fs::is_directory(TH_DEFAULT_PLUGIN_DIR, ec)) return TH_DEFAULT_PLUGIN_DIR;
+#endif
+  return (ExeDir() / ".." / "lib" / "tunehost" / "plugins").lexically_normal();
+}
+
+void AddPluginDir(CLI::App* cmd, std::string* dir) {
+  cmd->add_option("--plugins", *dir,
+                  "plugin directory (default: " + DefaultPluginDir().string() + ")");
+}
+
+// Loads every plugin of `dir`, logging each plugin (the registry logs each
+// refused file itself). Returns the directory used.
+fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
+  fs::path dir = dir_option.empty() ? DefaultPluginDir() : fs::path(dir_option);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    spdlog::error("plugin directory {} does not exist", dir.string());
+    return dir;
+  }
+  registry->LoadDirectory(dir);
+  for (const PluginInfo& p : registry->plugins()) {
+    spdlog::info("plugin {} {} ({} {}) from {}", p.kind, p.name, p.id, p.version, p.file.string());
+  }
+  if (registry->plugins().empty()) spdlog::warn("no plugins loaded from {}", dir.string());
+  return dir;
+}
+
+std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
+                                     const std::string& name_or_id) {
+  for (const PluginInfo& p : registry.plugins()) {
+    if (p.kind == kind && (p.name == name_or_id || p.id == name_or_id)) return p;
+  }
+  return std::nullopt;
+}
+
+
+// The experiment directory's host.json: how tunectl and clients find a
+// running host. Removed when the host exits normally.
+Status WritePrivateFile(const fs::path& file, const std::string& text) {
+  const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Internal(file.string() + ": " + std::strerror(errno));
+  bool ok = fchmod(fd, 0600) == 0 &&
+            write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int saved = errno;
+  ok = close(fd) == 0 && ok;
+  if (!ok) return Status::Internal(file.string() + ": " + std::strerror(saved));
+  return Status::Ok();
+}
+
+Status MakePrivateDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec) return Status::Internal(dir.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+HostFile::HostFile(fs::path file, const std::string& id, const Endpoints& ep,
+                   const std::string& server_key)
+    : file_(std::move(file)) {
+  nlohmann::ordered_json j = {{"experiment_id", id},     {"pid", static_cast<int>(getpid())},
+                              {"control", ep.control}, {"jobs", ep.jobs},
+                              {"results", ep.results}, {"events", ep.events}};
+  // The host's public key, for clients (public: not a secret).
+  if (!server_key.empty()) j["server_key"] = server_key;
+  fs::path tmp = file_;
+  tmp += ".tmp";
+  Status st = WritePrivateFile(tmp, j.dump(1) + "\n");
+  std::error_code ec;
+  if (st.ok()) fs::rename(tmp, file_, ec);
+  if (!st.ok() || ec) {
+    spdlog::warn("cannot write {}: {}", file_.string(), st.ok() ? ec.message() : st.message());
+  }
+}
+
+HostFile::~HostFile() {
+  std::error_code ec;
+  fs::remove(file_, ec);
+}
+
+bool ExperimentLock::Acquire(const fs::path& dir, const std::string& id, bool shared) {
+  fd_ = open((dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ >= 0) (void)fchmod(fd_, 0600);
+  if (fd_ >= 0 && flock(fd_, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) return true;
+  std::fprintf(stderr, "tunehost: experiment %s is in use by another tunehost process%s\n",
+               id.c_str(), fd_ < 0 ? (std::string(" (") + std::strerror(errno) + ")").c_str()
+                                   : "");
+  return false;
+}
+
+ExperimentLock::~ExperimentLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+// Whether a host process holds the experiment's lock right now.
+bool HostHoldsLock(const fs::path& dir) {
+  int fd = open((dir / "lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // Exclusive: a run or resume host holds it exclusively, a serving view shared.
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
+// A stored status no host would leave behind: the host died mid-run.
+bool UnfinishedStatus(const std::string& status) {
+  return status != "DONE" && status != "STOPPED" && status != "ERROR" && status != "UNKNOWN";
+}
+
+// The pid in a host.json whose process still runs, or 0.
+int LiveHostPid(const fs::path& host_file) {
+  std::ifstream in(host_file);
+  if (!in) return 0;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("pid") || !j["pid"].is_number_integer()) return 0;
+  int pid = j["pid"].get<int>();
+  return pid > 0 && pid != getpid() && kill(pid, 0) == 0 ? pid : 0;
+}
+
+bool ReadText(const fs::path& file, std::string* out) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+Endpoints FreeLoopbackEndpoints() { return FreeEndpoints("127.0.0.1"); }
+
+Endpoints FreeEndpoints(const std::string& address) {
+  const std::string ep = "tcp://" + address + ":*";
+  return {ep, ep, ep, ep};
+}
+
+// --port-base N: control, jobs, results, events on ADDRESS:N..N+3.
+bool PortBaseEndpoints(int base, Endpoints* out, const std::string& address) {
+  if (base < 1 || base > 65535 - 3) {
+    std::fprintf(stderr, "tunehost: --port-base %d leaves no room for 4 ports\n", base);
+    return false;
+  }
+  auto ep = [&](int i) { return fmt::format("tcp://{}:{}", address, base + i); };
+  *out = {ep(0), ep(1), ep(2), ep(3)};
+  return true;
+}
+
+std::string AddressOf(const std::string& endpoint) {
+  std::string rest = endpoint.rfind("tcp://", 0) == 0 ? endpoint.substr(6) : endpoint;
+  return rest.substr(0, rest.rfind(':'));
+}
+
+std::string StoredEndpoint(const Store& store, const char* name) {
+  return store.Meta(std::string("endpoint.") + name).value_or("");
+}
+
+// The stored experiment `id`: its directory, store and configuration (with
+// the limits and search space it last had).
+int OpenStored(const std::string& id, const std::string& workdir, Store::Mode mode,
+               fs::path* dir, std::unique_ptr<Store>* store, ExperimentConfig* config) {
+  if (!ValidExperimentId(id)) {
+    std::fprintf(stderr, "tunehost: '%s' is not an experiment id\n", id.c_str());
+    return kExitUsage;
+  }
+  *dir = (workdir.empty() ? DefaultWorkingDir() : fs::absolute(workdir)) / id;
+  Status st = Store::Open(*dir / "store.db", mode, store);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: experiment %s: %s\n", id.c_str(), st.message().c_str());
+    return st.code() == Status::Code::kNotFound ? kExitUsage : kExitFailed;
+  }
+  fs::path source;
+  std::string yaml;
+  st = (*store)->Config(&source, &yaml);
+  if (st.ok()) st = ParseExperimentConfig(yaml, source, config);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: experiment %s: %s\n", id.c_str(), st.message().c_str());
+    return kExitFailed;
+  }
+  config->spec.id = id;
+  auto number = [&](const char* key, double fallback) {
+    auto v = (*store)->Meta(key);
+    return v ? std::strtod(v->c_str(), nullptr) : fallback;
+  };
+  config->spec.concurrency =
+      static_cast<uint32_t>(number("concurrency", config->spec.concurrency));
+  config->spec.max_trials = static_cast<uint64_t>(number("max_trials", config->spec.max_trials));
+  config->spec.max_duration_s = number("max_duration_s", config->spec.max_duration_s);
+  if (auto space = (*store)->LatestSearchSpace()) config->search_space = *space;
+  return kExitOk;
+}
+
+void AddSecurityOptions(CLI::App* cmd, SecurityArgs* args) {
+  cmd->add_option("--keys", args->keys_dir,
+                  "CURVE keys and roles: DIR/server.key_secret and DIR/{workers,viewers,admins}/"
+                  "*.key (tunectl keygen); every peer then needs a key");
+  cmd->add_flag("--insecure", args->insecure,
+                "bind beyond loopback without keys: anyone who reaches a port may stop or "
+                "steer the experiment and forge results");
+}
+
+int PrepareSecurity(const SecurityArgs& args, const Endpoints& endpoints,
+                    std::unique_ptr<KeyRing>* ring) {
+  ring->reset();
+  if (!args.keys_dir.empty()) {
+    auto keys = std::make_unique<KeyRing>();
+    Status st = KeyRing::Load(args.keys_dir, keys.get());
+    if (!st.ok()) {
+      std::fprintf(stderr, "tunehost: --keys %s: %s\n", args.keys_dir.c_str(),
+                   st.message().c_str());
+      return kExitUsage;
+    }
+    spdlog::info("keys from {}: {} worker, {} viewer, {} admin key(s)", args.keys_dir,
+                 keys->count(Role::kWorker), keys->count(Role::kViewer),
+                 keys->count(Role::kAdmin));
+    *ring = std::move(keys);
+    return kExitOk;
+  }
+  for (const std::string* ep : {&endpoints.control, &endpoints.jobs, &endpoints.results,
+                                &endpoints.events}) {
+    if (IsLoopbackEndpoint(*ep)) continue;
+    if (args.insecure) {
+      spdlog::warn("{} is not loopback and the host has no keys (--insecure): anyone who can "
+                   "reach it may stop or steer the experiment and forge results",
+                   *ep);
+      continue;
+    }
+    std::fprintf(stderr,
+                 "tunehost: refusing to bind %s without keys: anyone who can reach it could "
+                 "stop the experiment, steer it or forge results. Give --keys DIR (make keys "
+                 "with `tunectl keygen`), bind a loopback address, or accept the risk with "
+                 "--insecure.\n",
+                 ep->c_str());
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
+                             std::vector<std::string>* worker_args) {
+  protocol::KeyPair local;
+  Status st = protocol::GenerateKeyPair(&local);
+  if (!st.ok()) return st;
+  // A new pair per host process: a resumed host does not trust the old one.
+  std::error_code ec;
+  for (const char* name : {"local-worker.key", "local-worker.key_secret", "server.key"}) {
+    fs::remove(dir / name, ec);
+  }
+  st = protocol::WriteKeyPair(dir, "local-worker", local);
+  if (st.ok()) st = protocol::WritePublicKey(dir / "server.key", ring->server().public_key);
+  if (st.ok()) st = ring->Add(local.public_key, Role::kWorker, "local");
+  if (!st.ok()) return st;
+  worker_args->insert(worker_args->end(), {"--key", (dir / "local-worker.key_secret").string(),
+                                           "--server-key", (dir / "server.key").string()});
+  return Status::Ok();
+}
+
+}  // namespace tunehost::host::cli
