@@ -4,7 +4,7 @@
 # fuzzes every harness briefly (tools/fuzz).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/tools/setup-debian.sh"
+bash "$root/tools/setup-debian.sh" --test
 bash "$root/tools/build.sh" "$root/build" -DTH_BUILD_TESTS=ON
 bash "$root/tools/build.sh" "$root/build-asan" -DTH_BUILD_TESTS=ON -DTH_SANITIZE=ON
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -23,15 +23,16 @@
 // Key policy. The reader takes NNI v2 experiment configs (camelCase keys).
 // A key NNI has but tunehost lacks is either
 //   refused  when running without it would change the experiment's meaning:
-//            advisor, sharedStorage, trialGpuNumber > 0, useAnnotation: true,
+//            advisor, sharedStorage, useAnnotation: true,
 //            experimentType other than hpo, tuner/assessor className and
 //            codeDirectory (Python classes), any platform but local, a list
 //            of training services;
 //   warned   when it only tunes the runtime or is not enforced yet, so the
 //            config still runs: maxTrialDuration (parsed, not enforced),
 //            nniManagerIp, debug, logLevel (use --log-level), tunerGpuIndices,
-//            and the local platform's useActiveGpu, maxTrialNumberPerGpu,
-//            gpuIndices, reuseMode.
+//            and the local platform's useActiveGpu and reuseMode.
+// trialGpuNumber, gpuIndices and maxTrialNumberPerGpu give each local trial
+// its GPUs (CUDA_VISIBLE_DEVICES), as NNI's local training service does.
 // Any other key is an error, so a typo never passes unnoticed. A key whose
 // value is null counts as absent, as in NNI.
 
@@ -464,7 +465,41 @@ Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string&
   return Status::Ok();
 }
 
-Status ReadTrainingService(const Context& ctx, const YAML::Node& n) {
+// NNI's gpuIndices: an int, "0,1,3", or a list of ints.
+Status GetGpuIndices(const Context& ctx, const YAML::Node& n, const std::string& key,
+                     std::vector<int>* out) {
+  out->clear();
+  std::vector<std::string> parts;
+  if (n.IsSequence()) {
+    for (const YAML::Node& item : n) {
+      if (!item.IsScalar()) return ctx.Error(item, key, "must list GPU indices (integers)");
+      parts.push_back(item.Scalar());
+    }
+  } else if (n.IsScalar()) {
+    std::stringstream in(n.Scalar());
+    std::string part;
+    while (std::getline(in, part, ',')) parts.push_back(part);
+  } else {
+    return ctx.Error(n, key, "must be GPU indices: 0, \"0,1\" or [0, 1]");
+  }
+  for (std::string part : parts) {
+    part.erase(0, part.find_first_not_of(" \t"));
+    part.erase(part.find_last_not_of(" \t") + 1);
+    int index = -1;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    if (ec != std::errc() || end != part.data() + part.size() || index < 0 || index > 1023) {
+      return ctx.Error(n, key, "'" + part + "' is not a GPU index (0-1023)");
+    }
+    if (std::find(out->begin(), out->end(), index) != out->end()) {
+      return ctx.Error(n, key, "GPU " + std::to_string(index) + " is listed twice");
+    }
+    out->push_back(index);
+  }
+  if (out->empty()) return ctx.Error(n, key, "lists no GPU");
+  return Status::Ok();
+}
+
+Status ReadTrainingService(const Context& ctx, const YAML::Node& n, GpuOptions* gpus) {
   const std::string key = "trainingService";
   if (n.IsSequence()) {
     return ctx.Error(n, key, "a list of training services is not supported: only local exists");
@@ -485,9 +520,25 @@ Status ReadTrainingService(const Context& ctx, const YAML::Node& n) {
           }
           return Status::Ok();
         }
-        if (k == "useActiveGpu" || k == "maxTrialNumberPerGpu" || k == "gpuIndices" ||
-            k == "reuseMode") {
-          ctx.Warn(key_node, full, "ignored: local workers do not schedule GPUs");
+        if (k == "gpuIndices") {
+          std::vector<int> indices;
+          Status s = GetGpuIndices(ctx, v, full, &indices);
+          if (s.ok()) gpus->indices = std::move(indices);
+          return s;
+        }
+        if (k == "maxTrialNumberPerGpu") {
+          int64_t m = 0;
+          Status s = GetInt(ctx, v, full, 1, 1024, &m);
+          gpus->max_trials_per_gpu = static_cast<uint32_t>(m);
+          return s;
+        }
+        if (k == "useActiveGpu") {
+          ctx.Warn(key_node, full, "not checked: tunehost gives trials the listed GPUs whatever "
+                                   "else runs on them");
+          return Status::Ok();
+        }
+        if (k == "reuseMode") {
+          ctx.Warn(key_node, full, "ignored: local workers are always reused");
           return Status::Ok();
         }
         return ctx.Error(key_node, full, "unknown key");
@@ -690,17 +741,15 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
           return ctx.Error(key_node, key,
                            "advisors are not supported: use a tuner and an assessor");
         }
-        if (k == "trainingService") return ReadTrainingService(ctx, v);
+        if (k == "trainingService") return ReadTrainingService(ctx, v, &c.gpus);
         if (k == "experimentWorkingDirectory") {
           Status r = GetString(ctx, v, key, &s);
           if (r.ok()) c.working_dir = ResolvePath(s, base);
           return r;
         }
         if (k == "trialGpuNumber") {
-          Status r = GetInt(ctx, v, key, 0, std::numeric_limits<int64_t>::max(), &i);
-          if (r.ok() && i > 0) {
-            return ctx.Error(v, key, "GPU trials are not supported: local workers have no GPUs");
-          }
+          Status r = GetInt(ctx, v, key, 0, 1024, &i);
+          c.gpus.per_trial = static_cast<uint32_t>(i);
           return r;
         }
         if (k == "useAnnotation") {

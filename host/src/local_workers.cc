@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -219,6 +221,10 @@ class LocalWorkers::Supervisor {
     if (!options_.cwd.empty()) a.insert(a.end(), {"--cwd", options_.cwd.string()});
     if (!options_.workdir.empty()) a.insert(a.end(), {"--workdir", options_.workdir.string()});
     a.insert(a.end(), options_.extra_args.begin(), options_.extra_args.end());
+    if (options_.worker_args) {
+      std::vector<std::string> own = options_.worker_args(i);
+      a.insert(a.end(), own.begin(), own.end());
+    }
     return a;
   }
 
@@ -431,6 +437,35 @@ Status FindWorkerBinary(const fs::path& requested, fs::path* out) {
   return Status::NotFound("tunehost-worker not found next to " +
                           (ec ? std::string("this executable") : self.string()) +
                           " nor in PATH (use --worker-bin)");
+}
+
+std::vector<std::vector<int>> PlanGpus(const std::vector<int>& gpus, uint32_t per_trial,
+                                       uint32_t max_per_gpu, size_t workers) {
+  std::vector<std::vector<int>> plan;
+  if (per_trial == 0 || gpus.empty() || per_trial > gpus.size()) return plan;
+  // GPU slots round-robin over the GPUs, max_per_gpu rounds: consecutive
+  // slots are distinct GPUs, so each worker's per_trial slots are too.
+  const size_t slots = gpus.size() * std::max<uint32_t>(1, max_per_gpu);
+  for (size_t w = 0; w < workers && (w + 1) * per_trial <= slots; ++w) {
+    std::vector<int> mine;
+    for (size_t k = 0; k < per_trial; ++k) mine.push_back(gpus[(w * per_trial + k) % gpus.size()]);
+    plan.push_back(std::move(mine));
+  }
+  return plan;
+}
+
+std::vector<int> DetectGpus() {
+  std::vector<int> gpus;
+  FILE* out = ::popen("nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null", "r");
+  if (out == nullptr) return gpus;
+  char line[64];
+  while (std::fgets(line, sizeof line, out) != nullptr) {
+    char* end = nullptr;
+    const long g = std::strtol(line, &end, 10);
+    if (end != line && g >= 0 && g < 1024) gpus.push_back(static_cast<int>(g));
+  }
+  if (::pclose(out) != 0) gpus.clear();
+  return gpus;
 }
 
 }  // namespace tunehost::host

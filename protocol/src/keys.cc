@@ -133,12 +133,14 @@ Status WriteKeyPair(const fs::path& dir, const std::string& name, const KeyPair&
   return st;
 }
 
+std::string PublicCertificate(const std::string& public_key) {
+  return Header("Public", "Exchange securely, or check its contents after exchange.") +
+         "    public-key = \"" + public_key + "\"\n";
+}
+
 Status WritePublicKey(const fs::path& file, const std::string& public_key) {
   if (!IsZ85Key(public_key)) return Status::BadField("not a CURVE public key");
-  return WriteNew(file,
-                  Header("Public", "Exchange securely, or check its contents after exchange.") +
-                      "    public-key = \"" + public_key + "\"\n",
-                  0644);
+  return WriteNew(file, PublicCertificate(public_key), 0644);
 }
 
 Status ReadKeyFile(const fs::path& file, bool need_secret, KeyPair* out) {

@@ -322,7 +322,6 @@ TEST_F(ExperimentConfigTest, UnsupportedNniFeaturesAreRefused) {
               "trainingService.platform", "only local");
   ExpectError(std::string(kMinimal) + "trainingService:\n  - platform: local\n", 6, 3,
               "trainingService", "only local");
-  ExpectError(std::string(kMinimal) + "trialGpuNumber: 1\n", 5, 17, "trialGpuNumber", "GPU");
   ExpectError(std::string(kMinimal) + "useAnnotation: true\n", 5, 16, "useAnnotation",
               "not supported");
   ExpectError(std::string(kMinimal) + "advisor: {name: hyperband}\n", 5, 1, "advisor",
@@ -344,6 +343,34 @@ TEST_F(ExperimentConfigTest, IgnoredNniKeysAreWarned) {
       << config_.warnings[2];
   EXPECT_EQ(config_.warnings[3].rfind(file + ":8:36: trainingService.useActiveGpu: ", 0), 0u)
       << config_.warnings[3];
+}
+
+TEST_F(ExperimentConfigTest, GpuKeysOfNnisLocalTrainingServiceAreRead) {
+  ASSERT_OK(Parse(std::string(kMinimal) + "trialGpuNumber: 2\n"
+                  "trainingService: {platform: local, gpuIndices: \"3, 1,0\", "
+                  "maxTrialNumberPerGpu: 2}\n"));
+  EXPECT_EQ(config_.gpus.per_trial, 2u);
+  ASSERT_TRUE(config_.gpus.indices);
+  EXPECT_EQ(*config_.gpus.indices, (std::vector<int>{3, 1, 0}));
+  EXPECT_EQ(config_.gpus.max_trials_per_gpu, 2u);
+  ASSERT_OK(Parse(std::string(kMinimal) + "trainingService: {platform: local, gpuIndices: [2]}\n"));
+  EXPECT_EQ(*config_.gpus.indices, std::vector<int>{2});
+  EXPECT_EQ(config_.gpus.per_trial, 0u);
+  ASSERT_OK(Parse(std::string(kMinimal) + "trainingService: {platform: local, gpuIndices: 5}\n"));
+  EXPECT_EQ(*config_.gpus.indices, std::vector<int>{5});
+  ASSERT_OK(Parse(std::string(kMinimal) + "trialGpuNumber: 1\n"));
+  EXPECT_FALSE(config_.gpus.indices) << "absent: every GPU found";
+  ExpectError(std::string(kMinimal) + "trainingService: {platform: local, gpuIndices: \"0,x\"}\n",
+              5, 48, "trainingService.gpuIndices", "'x' is not a GPU index");
+  ExpectError(std::string(kMinimal) + "trainingService: {platform: local, gpuIndices: [1, 1]}\n",
+              5, 48, "trainingService.gpuIndices", "listed twice");
+  ExpectError(std::string(kMinimal) + "trainingService: {platform: local, gpuIndices: \"\"}\n",
+              5, 48, "trainingService.gpuIndices", "lists no GPU");
+  ExpectError(std::string(kMinimal) + "trialGpuNumber: -1\n", 5, 17, "trialGpuNumber",
+              "at least 0");
+  ExpectError(std::string(kMinimal) +
+                  "trainingService: {platform: local, maxTrialNumberPerGpu: 0}\n",
+              5, 58, "trainingService.maxTrialNumberPerGpu", "at least 1");
 }
 
 TEST_F(ExperimentConfigTest, InvalidYamlAndMissingFile) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -230,6 +231,34 @@ TEST(FindWorkerBinaryTest, BareNamesAreLookedUpInPath) {
   EXPECT_TRUE(out.is_absolute());
   EXPECT_EQ(out.filename(), "sh");
   EXPECT_EQ(FindWorkerBinary("no-such-tunehost-binary", &out).code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace tunehost::host
+
+namespace tunehost::host {
+namespace {
+
+TEST(PlanGpusTest, EachWorkerGetsDistinctGpusAndNoGpuServesMoreThanAllowed) {
+  const std::vector<int> four = {0, 1, 2, 3};
+  EXPECT_EQ(PlanGpus(four, 2, 1, 8), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(PlanGpus(four, 1, 1, 2), (std::vector<std::vector<int>>{{0}, {1}}));
+  EXPECT_EQ(PlanGpus(four, 3, 1, 8), (std::vector<std::vector<int>>{{0, 1, 2}}));
+  EXPECT_EQ(PlanGpus(four, 2, 2, 8),
+            (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {0, 1}, {2, 3}}));
+  // Shared GPUs with more than one GPU per trial: never one GPU twice in a trial.
+  for (const auto& mine : PlanGpus({5, 7, 9}, 2, 2, 8)) {
+    ASSERT_EQ(mine.size(), 2u);
+    EXPECT_NE(mine[0], mine[1]);
+  }
+  EXPECT_EQ(PlanGpus({5, 7, 9}, 2, 2, 8).size(), 3u);
+  std::map<int, int> uses;
+  for (const auto& mine : PlanGpus({5, 7, 9}, 2, 2, 8)) {
+    for (int g : mine) ++uses[g];
+  }
+  for (const auto& [g, n] : uses) EXPECT_LE(n, 2) << g;
+  EXPECT_TRUE(PlanGpus(four, 5, 1, 8).empty()) << "a trial needs more GPUs than there are";
+  EXPECT_TRUE(PlanGpus({}, 1, 1, 8).empty());
 }
 
 }  // namespace

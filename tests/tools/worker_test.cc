@@ -14,6 +14,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <msgpack.hpp>
@@ -681,6 +682,44 @@ TEST_F(WorkerTest, SigtermStopsTrialsLeavesThemToTheHostSendsByeAndExitsZero) {
   ASSERT_TRUE(WaitExit(kTimeout, &status));
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(WorkerTest, ATrialKilledTogetherWithItsWorkerIsLeftToTheHost) {
+  // scancel and pre-emption signal every process of the job at once: the
+  // trial may die before its worker hears its own signal.
+  const fs::path pid_file = dir_ / "trial.pid";
+  StartWorker("echo $$ > " + pid_file.string() + "; exec sleep 60");
+  host_.Offer(MakeJob("k1"));
+  ASSERT_TRUE(AwaitStarted("k1"));
+  pid_t trial = 0;
+  for (int i = 0; i < 500 && trial == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> trial)) std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GT(trial, 0);
+  ASSERT_EQ(::kill(trial, SIGTERM), 0);
+  std::this_thread::sleep_for(milliseconds(100));  // the worker sees its trial die first
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  ASSERT_TRUE(host_.Await<WorkerBye>());
+  EXPECT_FALSE(host_.Await<TrialEnd>(milliseconds(0))) << "no EN: the host offers it again";
+}
+
+TEST_F(WorkerTest, ATrialKilledFromOutsideAloneEndsFailed) {
+  const fs::path pid_file = dir_ / "trial.pid";
+  StartWorker("echo $$ > " + pid_file.string() + "; exec sleep 60");
+  host_.Offer(MakeJob("k2"));
+  ASSERT_TRUE(AwaitStarted("k2"));
+  pid_t trial = 0;
+  for (int i = 0; i < 500 && trial == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> trial)) std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GT(trial, 0);
+  ASSERT_EQ(::kill(trial, SIGTERM), 0);
+  auto end = AwaitEnd("k2");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->status, TrialStatus::kFailed);
+  EXPECT_NE(end->error.find("signal 15"), std::string::npos) << end->error;
 }
 
 TEST_F(WorkerTest, ExitsWhenIdleLongerThanMaxIdle) {

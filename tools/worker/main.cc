@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "worker.h"
@@ -96,7 +98,8 @@ int main(int argc, char** argv) {
   int64_t heartbeat_ms = 1000, ack_timeout_ms = 1000, kill_grace_ms = 5000, max_idle_ms = 0;
   int64_t orphan_timeout_ms = 0;
   int64_t host_pid = 0;
-  std::string ack_log, key_file, server_key_file;
+  std::string ack_log, key_file, server_key_file, gpu_indices;
+  uint32_t gpus_per_trial = 0;
   // A repeated option overrides the earlier one, as wrappers appending flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--command", command, "trial command, run as /bin/sh -c COMMAND")->required();
@@ -108,7 +111,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 16))
       ->capture_default_str();
   app.add_option("--id", id, "worker id (default HOSTNAME-PID-RANDOM)");
-  app.add_option("--gpus", gpus, "GPUs announced to the host")->capture_default_str();
+  app.add_option("--gpus", gpus, "GPUs announced to the host (default: the --gpu-indices)")
+      ->capture_default_str();
+  app.add_option("--gpu-indices", gpu_indices,
+                 "GPUs this worker gives its trials (\"0,1,3\"): each trial gets "
+                 "--gpus-per-trial of them, unused by its other trials, as CUDA_VISIBLE_DEVICES");
+  app.add_option("--gpus-per-trial", gpus_per_trial,
+                 "GPUs per trial with --gpu-indices (default: the indices shared by the slots)")
+      ->check(CLI::Range(1u, 1024u));
   app.add_option("--workdir", workdir,
                  "trial directories go below it (default $TMPDIR/tunehost-worker)");
   app.add_option("--cwd", cwd, "working directory of trial commands (default: current)");
@@ -174,6 +184,30 @@ int main(int argc, char** argv) {
   options.orphan_timeout = milliseconds(orphan_timeout_ms);
   options.host_pid = static_cast<pid_t>(host_pid);
   options.ack_log = ack_log;
+  if (!gpu_indices.empty()) {
+    std::stringstream in(gpu_indices);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      char* end = nullptr;
+      const long g = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || g < 0 || g > 1023 ||
+          std::find(options.gpu_indices.begin(), options.gpu_indices.end(), g) !=
+              options.gpu_indices.end()) {
+        spdlog::critical("--gpu-indices {}: '{}' is not a new GPU index (0-1023)", gpu_indices,
+                         part);
+        return 2;
+      }
+      options.gpu_indices.push_back(static_cast<int>(g));
+    }
+    const uint32_t n = static_cast<uint32_t>(options.gpu_indices.size());
+    options.gpus_per_trial = gpus_per_trial != 0 ? gpus_per_trial : std::max(1u, n / slots);
+    if (options.gpus_per_trial > n) {
+      spdlog::critical("--gpus-per-trial {} is more than the {} GPU(s) of --gpu-indices",
+                       options.gpus_per_trial, n);
+      return 2;
+    }
+    if (gpus == 0) options.gpus = n;
+  }
   if (tunehost::Status st =
           tunehost::protocol::LoadClientKeys(key_file, server_key_file, &options.keys);
       !st.ok()) {

@@ -78,7 +78,7 @@ std::string ReadTail(const std::string& path, size_t max_bytes) {
 
 // The environment of the child: the worker's own, with ours added or replaced.
 std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job, const std::string& dir,
-                                          int metric_fd) {
+                                          int metric_fd, const LaunchOptions& options) {
   std::vector<std::pair<std::string, std::string>> vars = {
       {"TUNEHOST_EXPERIMENT_ID", job.experiment_id},
       {"TUNEHOST_TRIAL_ID", job.trial_id},
@@ -96,6 +96,9 @@ std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job, cons
       {"NNI_SYS_DIR", dir},
       {"NNI_OUTPUT_DIR", dir},
   };
+  if (options.cuda_visible_devices) {
+    vars.emplace_back("CUDA_VISIBLE_DEVICES", *options.cuda_visible_devices);
+  }
   nlohmann::json params = nlohmann::json::from_msgpack(job.parameters, /*strict=*/true,
                                                        /*allow_exceptions=*/false);
   if (params.is_object()) {
@@ -208,7 +211,7 @@ Status TrialProcess::Start(const protocol::NewTrialJob& job, const LaunchOptions
 
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are allowed (zmq has threads running).
-  const std::vector<std::string> env = BuildEnvironment(job, p->dir_, kMetricFd);
+  const std::vector<std::string> env = BuildEnvironment(job, p->dir_, kMetricFd, options);
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct LaunchOptions {
   std::string command;  // run as /bin/sh -c command
   std::string cwd;      // absolute
   std::string workdir;  // absolute; trial dirs go below it
+  // The trial's GPUs as CUDA_VISIBLE_DEVICES ("0,2"); nullopt leaves the
+  // worker's own setting.
+  std::optional<std::string> cuda_visible_devices;
 };
 
 class TrialProcess {

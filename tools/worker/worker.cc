@@ -73,6 +73,16 @@ protocol::Packed HostExtra() {
   return protocol::Packed(buffer.data(), buffer.size());
 }
 
+// How long a trial killed by a stop signal from outside waits for its
+// worker's own stop signal before it is reported.
+constexpr auto kOutsideKillGrace = std::chrono::milliseconds(1000);
+
+bool KilledByStopSignal(int wait_status) {
+  if (!WIFSIGNALED(wait_status)) return false;
+  const int sig = WTERMSIG(wait_status);
+  return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGKILL;
+}
+
 std::string Shorten(const std::string& s, size_t max = 200) {
   return s.size() <= max ? s : s.substr(0, max) + "...";
 }
@@ -156,6 +166,7 @@ void Worker::PollOnce() {
     for (const auto& [seq, p] : t->pending)
       next = std::min(next, p.last_sent + options_.ack_timeout);
     if (t->kill_requested && !t->sigkill_sent) next = std::min(next, t->kill_deadline);
+    if (t->exited_at) next = std::min(next, *t->exited_at + kOutsideKillGrace);
   }
   if (shutting_down_) next = std::min(next, shutdown_deadline_);
   if (options_.max_idle.count() > 0 && trials_.empty()) {
@@ -241,10 +252,22 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
     return;
   }
   if (trials_.size() >= options_.slots) return reject("no free slot");
+  std::vector<int> gpus;
+  if (!options_.gpu_indices.empty()) {
+    gpus = FreeGpus();
+    if (gpus.size() < options_.gpus_per_trial) return reject("no free GPU");
+    gpus.resize(options_.gpus_per_trial);
+  }
 
   auto trial = std::make_unique<Trial>();
   trial->job = job;
-  const LaunchOptions launch{options_.command, options_.cwd, options_.workdir};
+  trial->gpus = gpus;
+  LaunchOptions launch{options_.command, options_.cwd, options_.workdir, std::nullopt};
+  if (!options_.gpu_indices.empty()) {
+    std::string devices;
+    for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+    launch.cuda_visible_devices = devices;
+  }
   const Status s = TrialProcess::Start(job, launch, &trial->process);
   // Answered TS even when the start failed: the trial then ends FAILED with
   // the reason, instead of bouncing between workers that cannot run it.
@@ -481,9 +504,17 @@ void Worker::ReapAndFinish(bool force) {
       exited = t->process->Reap(&lines, &overlong);
     }
     if (!lines.empty() || overlong > 0) OnMetricLines(t, lines, overlong);
+    if (exited && !t->exited_at) t->exited_at = Clock::now();
+    // A trial killed by a stop signal nobody here sent was most likely
+    // stopped with this worker (scancel and pre-emption signal every
+    // process of the job at once): wait a moment for the worker's own
+    // signal, so the trial is left to the host instead of ending FAILED.
+    const bool outside_kill = exited && !t->kill_requested && !shutting_down_ && !force &&
+                              KilledByStopSignal(t->process->wait_status()) &&
+                              Clock::now() < *t->exited_at + kOutsideKillGrace;
     // wire-format.md §5.3 item 5: EN only after every result (FINAL
     // included) is acknowledged, unless the worker is out of time.
-    if (exited && (t->pending.empty() || force)) {
+    if (exited && !outside_kill && (t->pending.empty() || force)) {
       if (t->left_behind) {
         spdlog::info("trial {}: left to the host to offer again", TrialName(t->job));
       } else {
@@ -503,7 +534,13 @@ void Worker::BeginShutdown() {
   shutdown_deadline_ =
       Clock::now() + options_.kill_grace + std::max(2 * options_.ack_timeout, milliseconds{1000});
   for (auto& t : trials_) {
-    if (t->process->exited() || t->kill_requested) continue;
+    if (t->kill_requested) continue;
+    if (t->process->exited()) {
+      // Killed by the same stop (scancel signals every process of the job):
+      // it did not end on its own either.
+      if (KilledByStopSignal(t->process->wait_status())) t->left_behind = true;
+      continue;
+    }
     // The trial did not end: this worker leaves it, and the host gives it
     // to another worker (§5.3 item 8).
     t->left_behind = true;
@@ -584,8 +621,25 @@ std::vector<protocol::RunningTrial> Worker::RunningTrials() const {
 
 uint32_t Worker::FreeSlots() const {
   if (orphaned_) return 0;
-  return trials_.size() >= options_.slots ? 0
-                                          : options_.slots - static_cast<uint32_t>(trials_.size());
+  uint32_t free = trials_.size() >= options_.slots
+                      ? 0
+                      : options_.slots - static_cast<uint32_t>(trials_.size());
+  if (!options_.gpu_indices.empty()) {
+    free = std::min(free, static_cast<uint32_t>(FreeGpus().size()) / options_.gpus_per_trial);
+  }
+  return free;
+}
+
+std::vector<int> Worker::FreeGpus() const {
+  std::vector<int> free;
+  for (int g : options_.gpu_indices) {
+    bool used = false;
+    for (const auto& t : trials_) {
+      used = used || std::find(t->gpus.begin(), t->gpus.end(), g) != t->gpus.end();
+    }
+    if (!used) free.push_back(g);
+  }
+  return free;
 }
 
 Worker::Trial* Worker::FindTrial(const std::string& trial_id, uint32_t attempt) {

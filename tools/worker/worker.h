@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct WorkerOptions {
   std::string ack_log;
   // CURVE keys for a host that authenticates (wire-format.md §9).
   tunehost::protocol::ClientKeys keys;
+  // GPUs this worker hands out: each trial gets gpus_per_trial of them, not
+  // used by its other running trials, as CUDA_VISIBLE_DEVICES. Empty: none.
+  std::vector<int> gpu_indices;
+  uint32_t gpus_per_trial = 1;
 };
 
 class Worker {
@@ -85,6 +90,10 @@ class Worker {
     protocol::TrialStatus kill_status = protocol::TrialStatus::kUserCanceled;
     Clock::time_point kill_deadline;
     bool sigkill_sent = false;
+    std::vector<int> gpus;  // its share of gpu_indices
+    // When the worker saw it exit (for the grace of a trial killed from
+    // outside: kOutsideKillGrace in worker.cc).
+    std::optional<Clock::time_point> exited_at;
     // Stopped because this worker is leaving, not because the host asked:
     // no EN (wire-format.md §5.3 item 8), so the host offers it again.
     bool left_behind = false;
@@ -103,6 +112,8 @@ class Worker {
   void RunTimers();
   void ReapAndFinish(bool force);
   void BeginShutdown();
+  // gpu_indices no running trial holds.
+  std::vector<int> FreeGpus() const;
   void Finish();
 
   void SendHello();

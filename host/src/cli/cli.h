@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -71,8 +72,11 @@ std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::
 class HostFile {
  public:
   // `server_key`: the host's public key (Z85) when it authenticates.
+  // `trial`: the trial command and its directory, and `heartbeat_ms` the
+  // workers' heartbeat interval, for `tunectl launch`.
   HostFile(fs::path file, const std::string& id, const Endpoints& ep,
-           const std::string& server_key = "");
+           const std::string& server_key = "",
+           const std::pair<std::string, std::string>& trial = {}, int64_t heartbeat_ms = 0);
   ~HostFile();
 
  private:

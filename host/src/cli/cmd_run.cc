@@ -37,6 +37,30 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   PluginRegistry registry;
   const fs::path plugin_dir = LoadPlugins(&registry, args.plugins);
 
+  // trialGpuNumber: each local worker runs one trial at a time on its own
+  // GPUs, so the GPUs bound the local workers (NNI's local scheduling).
+  size_t max_local_workers = kMaxLocalWorkers;
+  std::vector<std::vector<int>> gpu_plan;
+  const GpuOptions& gpus = config.gpus;
+  if (gpus.per_trial > 0 && args.local_workers != 0) {
+    const std::vector<int> indices = gpus.indices ? *gpus.indices : DetectGpus();
+    if (indices.empty()) {
+      std::fprintf(stderr,
+                   "tunehost: %s: trialGpuNumber %u: no GPU found (nvidia-smi); list them with "
+                   "trainingService: {platform: local, gpuIndices: \"0,1\"}\n",
+                   config.source_file.string().c_str(), gpus.per_trial);
+      return kExitUsage;
+    }
+    gpu_plan = PlanGpus(indices, gpus.per_trial, gpus.max_trials_per_gpu, kMaxLocalWorkers);
+    if (gpu_plan.empty()) {
+      std::fprintf(stderr, "tunehost: %s: trialGpuNumber %u needs more GPUs than the %zu "
+                   "there are\n", config.source_file.string().c_str(), gpus.per_trial,
+                   indices.size());
+      return kExitUsage;
+    }
+    max_local_workers = gpu_plan.size();
+  }
+
   ServerOptions options;
   std::string address = args.bind_address.empty() ? "127.0.0.1" : args.bind_address;
   options.endpoints = FreeEndpoints(address);
@@ -131,7 +155,9 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     }
   }
   HostFile host_file(experiment_dir / "host.json", config.spec.id, bound,
-                     keys ? keys->server().public_key : std::string());
+                     keys ? keys->server().public_key : std::string(),
+                     {config.trial_command, config.trial_code_dir.string()},
+                     options.heartbeat_interval.count());
 
   bool mode_from_config = false;
   const std::string mode = OptimizeModeOf(config.spec.tuner.args, &mode_from_config);
@@ -141,13 +167,24 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   // lays out ~/nni-experiments/<id>/trials/); worker logs in <id>/log/.
   LocalWorkersOptions wo;
   wo.worker_binary = worker_binary;
-  wo.count = args.local_workers >= 0 ? static_cast<size_t>(args.local_workers)
-                                     : std::min<size_t>(config.spec.concurrency, kMaxLocalWorkers);
-  if (args.local_workers < 0 && config.spec.concurrency > kMaxLocalWorkers) {
+  wo.count = std::min<size_t>(args.local_workers >= 0 ? static_cast<size_t>(args.local_workers)
+                                                      : config.spec.concurrency,
+                              max_local_workers);
+  if (args.local_workers < 0 && config.spec.concurrency > max_local_workers) {
     std::fprintf(stderr,
-                 "tunehost: trialConcurrency %u: starting %zu local workers (the most one host "
-                 "starts); attach more with tunehost-worker\n",
-                 config.spec.concurrency, kMaxLocalWorkers);
+                 "tunehost: trialConcurrency %u: starting %zu local workers (%s); attach more "
+                 "with tunehost-worker\n",
+                 config.spec.concurrency, max_local_workers,
+                 gpu_plan.empty() ? "the most one host starts"
+                                  : "as many as the GPUs allow one trial each");
+  }
+  if (!gpu_plan.empty()) {
+    wo.worker_args = [gpu_plan, per_trial = gpus.per_trial](size_t i) {
+      std::string list;
+      for (int g : gpu_plan[i % gpu_plan.size()]) list += (list.empty() ? "" : ",") + std::to_string(g);
+      return std::vector<std::string>{"--gpu-indices", list, "--gpus-per-trial",
+                                      std::to_string(per_trial)};
+    };
   }
   wo.jobs = bound.jobs;
   wo.results = bound.results;
@@ -191,6 +228,10 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
               registry.plugins().size(), registry.errors().size());
   if (wo.count > 0) {
     std::printf("workers      %zu x %s\n", wo.count, worker_binary.string().c_str());
+    if (!gpu_plan.empty()) {
+      std::printf("gpus         %u per trial, at most %u trial(s) per GPU (CUDA_VISIBLE_DEVICES)\n",
+                  gpus.per_trial, gpus.max_trials_per_gpu);
+    }
   } else {
     std::printf("workers      none started: attach workers to the endpoints below\n");
   }
@@ -228,7 +269,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     // One local worker per trial slot: a concurrency raised over the control
     // API (tunectl update) gets its workers.
     if (args.local_workers < 0) {
-      workers.Grow(std::min<size_t>(now.concurrency, kMaxLocalWorkers));
+      workers.Grow(std::min<size_t>(now.concurrency, max_local_workers));
     }
   });
 

@@ -181,13 +181,19 @@ Status MakePrivateDirectory(const fs::path& dir) {
 }
 
 HostFile::HostFile(fs::path file, const std::string& id, const Endpoints& ep,
-                   const std::string& server_key)
+                   const std::string& server_key,
+                   const std::pair<std::string, std::string>& trial, int64_t heartbeat_ms)
     : file_(std::move(file)) {
   nlohmann::ordered_json j = {{"experiment_id", id},     {"pid", static_cast<int>(getpid())},
                               {"control", ep.control}, {"jobs", ep.jobs},
                               {"results", ep.results}, {"events", ep.events}};
   // The host's public key, for clients (public: not a secret).
   if (!server_key.empty()) j["server_key"] = server_key;
+  if (!trial.first.empty()) {
+    j["trial_command"] = trial.first;
+    j["trial_code_directory"] = trial.second;
+  }
+  if (heartbeat_ms > 0) j["heartbeat_ms"] = heartbeat_ms;
   fs::path tmp = file_;
   tmp += ".tmp";
   Status st = WritePrivateFile(tmp, j.dump(1) + "\n");

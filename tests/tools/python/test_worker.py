@@ -464,6 +464,17 @@ class StopTest(WorkerTestCase):
         self.assertEqual(stopped, [True])
 
 
+class WhereAmITest(unittest.TestCase):
+    def test_a_worker_says_which_cluster_job_it_is(self):
+        from tunehost.worker import where_am_i
+        self.assertEqual(set(where_am_i({})), {"host"})
+        e = where_am_i({"SLURM_ARRAY_JOB_ID": "12", "SLURM_ARRAY_TASK_ID": "3", "SLURM_JOB_ID": "15"})
+        self.assertEqual(e["slurm_job"], "12_3")
+        self.assertEqual(where_am_i({"SLURM_JOB_ID": "15"})["slurm_job"], "15")
+        e = where_am_i({"JOB_COMPLETION_INDEX": "4", "HOSTNAME": "hpo-4-x7"})
+        self.assertEqual((e["k8s_pod"], e["k8s_index"]), ("hpo-4-x7", "4"))
+
+
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
     unittest.main()

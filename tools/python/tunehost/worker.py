@@ -96,6 +96,22 @@ class TrialStopped(Exception):
     """
 
 
+def where_am_i(environ=None):
+    """What tunehost-worker reports as ``resources.extra``: the host name and,
+    under Slurm or a Kubernetes Indexed Job, the job (for ``tunectl workers``)."""
+    env = os.environ if environ is None else environ
+    extra = {"host": socket.gethostname()}
+    array_job, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if array_job and task:
+        extra["slurm_job"] = f"{array_job}_{task}"[:128]
+    elif env.get("SLURM_JOB_ID"):
+        extra["slurm_job"] = env["SLURM_JOB_ID"][:128]
+    if env.get("JOB_COMPLETION_INDEX"):
+        extra["k8s_pod"] = env.get("HOSTNAME", "")[:128]
+        extra["k8s_index"] = env["JOB_COMPLETION_INDEX"][:128]
+    return extra
+
+
 def default_worker_id():
     """``<hostname>-<pid>-<random>``, unique per process (wire-format §5.1)."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
@@ -242,7 +258,7 @@ class Worker:
         self.results_endpoint = results
         self.events_endpoint = events
         self.resources = {"gpus": int(gpus),
-                          "extra": dict(extra) if extra is not None else {"host": socket.gethostname()}}
+                          "extra": dict(extra) if extra is not None else where_am_i()}
         self.heartbeat_interval = float(heartbeat_interval)
         self.ack_timeout = float(ack_timeout)
         self.max_message_bytes = int(max_message_bytes)

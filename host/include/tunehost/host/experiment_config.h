@@ -29,6 +29,14 @@ struct TimingOptions {
   std::optional<std::chrono::milliseconds> plugin_call_timeout;
 };
 
+// NNI's GPU keys for local trials: trialGpuNumber and the local training
+// service's gpuIndices and maxTrialNumberPerGpu.
+struct GpuOptions {
+  uint32_t per_trial = 0;                  // trialGpuNumber
+  std::optional<std::vector<int>> indices;  // gpuIndices; nullopt: every GPU found
+  uint32_t max_trials_per_gpu = 1;         // maxTrialNumberPerGpu
+};
+
 struct ExperimentConfig {
   std::string name;               // experimentName; empty when absent
   protocol::ExperimentSpec spec;  // id is fresh: 8 chars [a-z0-9], as NNI
@@ -38,6 +46,7 @@ struct ExperimentConfig {
   std::filesystem::path working_dir;     // experimentWorkingDirectory, absolute
   std::filesystem::path source_file;     // the YAML file, absolute
   TimingOptions timing;
+  GpuOptions gpus;
   // Keys that were accepted but have no effect here, one sentence each,
   // prefixed "<file>:<line>:<col>: <key>: ". The caller logs them.
   std::vector<std::string> warnings;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,16 @@ namespace tunehost::host {
 // default of one per trial slot); a larger concurrency is for attached workers.
 inline constexpr size_t kMaxLocalWorkers = 1024;
 
+// NNI's local GPU scheduling (trialGpuNumber, gpuIndices,
+// maxTrialNumberPerGpu) as a plan for one-slot local workers: worker i gets
+// `per_trial` distinct GPUs, and no GPU serves more than `max_per_gpu`
+// workers. At most `workers` entries; fewer when the GPUs go no further
+// (none when one trial needs more GPUs than there are).
+std::vector<std::vector<int>> PlanGpus(const std::vector<int>& gpus, uint32_t per_trial,
+                                       uint32_t max_per_gpu, size_t workers);
+// The GPUs nvidia-smi lists (empty when it is missing or fails).
+std::vector<int> DetectGpus();
+
 struct LocalWorkersOptions {
   std::filesystem::path worker_binary;  // empty: FindWorkerBinary("")
   size_t count = 1;                     // one worker per slot, each --slots 1
@@ -29,6 +40,8 @@ struct LocalWorkersOptions {
   std::chrono::milliseconds heartbeat_interval{1000};  // --heartbeat-ms
   std::string id_prefix = "local-";                    // worker i gets --id <prefix><i>
   std::vector<std::string> extra_args;                 // appended to every worker's arguments
+  // Appended to worker i's arguments (its GPUs); may be empty.
+  std::function<std::vector<std::string>(size_t i)> worker_args;
   // Each worker's stdout and stderr are appended to <log_dir>/<id>.log; empty
   // means they inherit the host's.
   std::filesystem::path log_dir;

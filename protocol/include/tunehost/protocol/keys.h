@@ -27,6 +27,8 @@ Status GenerateKeyPair(KeyPair* out);
 Status WriteKeyPair(const std::filesystem::path& dir, const std::string& name,
                     const KeyPair& keys);
 
+// The text of a public certificate holding `public_key`.
+std::string PublicCertificate(const std::string& public_key);
 // Writes a public certificate FILE (0644) holding `public_key`; refuses to
 // overwrite it.
 Status WritePublicKey(const std::filesystem::path& file, const std::string& public_key);
