@@ -24,16 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import harness  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import keygen, wait_for  # noqa: E402
 
 TUNECTL = os.path.join(harness.BIN_DIR, "tunectl")
-
-
-def keygen(directory, name):
-    r = subprocess.run([TUNECTL, "keygen", name, "--dir", directory], capture_output=True,
-                       text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return os.path.join(directory, name + ".key_secret")
 
 
 class Experiment:

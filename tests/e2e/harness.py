@@ -201,6 +201,14 @@ class Host:
         os.unlink(self.logfile.name)
 
 
+def keygen(directory, name):
+    """A key pair made with `tunectl keygen`; the path of its .key_secret."""
+    r = subprocess.run([os.path.join(BIN_DIR, "tunectl"), "keygen", name, "--dir", directory],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return os.path.join(directory, name + ".key_secret")
+
+
 def start_worker(host, command, workdir, worker_id, cwd=None, slots=1):
     args = [WORKER, "--command", command, "--workdir", workdir, "--id", worker_id,
             "--slots", str(slots), "--heartbeat-ms", str(host.heartbeat_ms),

@@ -26,18 +26,11 @@ import zmq
 
 import harness
 from fake_worker import FakeWorker
-from harness import wait_for
+from harness import keygen, wait_for
 from tunehost import keys as tunehost_keys
 from tunehost import protocol
 
 TUNECTL = os.path.join(harness.BIN_DIR, "tunectl")
-
-
-def keygen(directory, name):
-    r = subprocess.run([TUNECTL, "keygen", name, "--dir", directory], capture_output=True,
-                       text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return os.path.join(directory, name + ".key_secret")
 
 
 class Keys:

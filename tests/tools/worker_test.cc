@@ -208,6 +208,20 @@ class WorkerTest : public ::testing::Test {
     return path.string();
   }
 
+  // A worker whose trial `trial_id` runs `sleep 60`: the trial's pid, or 0.
+  pid_t StartTrialThatSleeps(const std::string& trial_id) {
+    const fs::path pid_file = dir_ / (trial_id + ".pid");
+    StartWorker("echo $$ > " + pid_file.string() + "; exec sleep 60");
+    host_.Offer(MakeJob(trial_id));
+    if (!AwaitStarted(trial_id)) return 0;
+    pid_t trial = 0;
+    for (int i = 0; i < 500 && trial == 0; ++i) {
+      std::ifstream in(pid_file);
+      if (!(in >> trial)) std::this_thread::sleep_for(milliseconds(10));
+    }
+    return trial;
+  }
+
   void StartWorker(const std::string& command, std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {TH_WORKER_BINARY,
                                      "--command",
@@ -687,15 +701,7 @@ TEST_F(WorkerTest, SigtermStopsTrialsLeavesThemToTheHostSendsByeAndExitsZero) {
 TEST_F(WorkerTest, ATrialKilledTogetherWithItsWorkerIsLeftToTheHost) {
   // scancel and pre-emption signal every process of the job at once: the
   // trial may die before its worker hears its own signal.
-  const fs::path pid_file = dir_ / "trial.pid";
-  StartWorker("echo $$ > " + pid_file.string() + "; exec sleep 60");
-  host_.Offer(MakeJob("k1"));
-  ASSERT_TRUE(AwaitStarted("k1"));
-  pid_t trial = 0;
-  for (int i = 0; i < 500 && trial == 0; ++i) {
-    std::ifstream in(pid_file);
-    if (!(in >> trial)) std::this_thread::sleep_for(milliseconds(10));
-  }
+  const pid_t trial = StartTrialThatSleeps("k1");
   ASSERT_GT(trial, 0);
   ASSERT_EQ(::kill(trial, SIGTERM), 0);
   std::this_thread::sleep_for(milliseconds(100));  // the worker sees its trial die first
@@ -705,15 +711,7 @@ TEST_F(WorkerTest, ATrialKilledTogetherWithItsWorkerIsLeftToTheHost) {
 }
 
 TEST_F(WorkerTest, ATrialKilledFromOutsideAloneEndsFailed) {
-  const fs::path pid_file = dir_ / "trial.pid";
-  StartWorker("echo $$ > " + pid_file.string() + "; exec sleep 60");
-  host_.Offer(MakeJob("k2"));
-  ASSERT_TRUE(AwaitStarted("k2"));
-  pid_t trial = 0;
-  for (int i = 0; i < 500 && trial == 0; ++i) {
-    std::ifstream in(pid_file);
-    if (!(in >> trial)) std::this_thread::sleep_for(milliseconds(10));
-  }
+  const pid_t trial = StartTrialThatSleeps("k2");
   ASSERT_GT(trial, 0);
   ASSERT_EQ(::kill(trial, SIGTERM), 0);
   auto end = AwaitEnd("k2");
