@@ -1,8 +1,11 @@
 #include "tunehost/host/engine.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <random>
 
 #include <msgpack.hpp>
 #include <spdlog/spdlog.h>
@@ -146,6 +149,19 @@ size_t Engine::free_slots() const {
     if (!w.blocked && w.slots > w.running.size()) free += w.slots - w.running.size();
   }
   return free;
+}
+
+uint64_t Engine::NewLease() {
+  // Unpredictable, so a worker that saw other offers cannot guess one it
+  // did not get (getrandom: the kernel's CSPRNG; a few hundred ns).
+  uint64_t lease = 0;
+  while (lease == 0) {
+    if (getrandom(&lease, sizeof lease, 0) != static_cast<ssize_t>(sizeof lease)) {
+      std::random_device device;  // getrandom fails only when interrupted
+      lease = (static_cast<uint64_t>(device()) << 32) ^ device();
+    }
+  }
+  return lease;
 }
 
 p::NewTrialJob Engine::JobFor(const Trial& trial) const {
@@ -301,6 +317,11 @@ void Engine::OnHeartbeat(const p::Heartbeat& m, Clock::time_point now) {
   Pump(now);
 }
 
+bool Engine::MayReattach(const Trial& t, const std::string& worker_id) {
+  return t.state == TrialState::kOffered && t.awaiting_reattach && !worker_id.empty() &&
+         (t.reattach_worker.empty() || t.reattach_worker == worker_id);
+}
+
 void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& running,
                               bool from_hello, Clock::time_point now) {
   std::unordered_set<std::string> listed;
@@ -314,12 +335,12 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
     Trial& t = it->second;
     bool current = r.attempt == t.attempt && t.state != TrialState::kEnded;
     if (current && t.state == TrialState::kRunning && t.worker_id == w.id) continue;
-    if (current && from_hello && t.state != TrialState::kRunning) {
-      // A worker re-announcing a trial it still runs (host restart, lost TS):
+    if (current && from_hello && MayReattach(t, w.id)) {
+      // The worker that ran it before the host restarted re-announces it:
       // take it back instead of running it again.
-      if (t.state == TrialState::kOffered) offered_.erase(t.id);
-      if (t.state == TrialState::kWaiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
+      offered_.erase(t.id);
       t.state = TrialState::kRunning;
+      t.awaiting_reattach = false;
       t.worker_id = w.id;
       t.started_at = now;
       w.running.insert(t.id);
@@ -378,6 +399,13 @@ Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
                   m.attempt, m.worker_id);
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
     return Status::Ok();
+  }
+  if (m.lease ? *m.lease != t.lease : options_.require_lease) {
+    // Not the worker the offer went to (offers are unaddressed; only their
+    // receiver learns the lease): it may not take the attempt (§5.3).
+    sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
+    return Status::BadState("trial start of " + t.id + " from worker " + m.worker_id + ": " +
+                            (m.lease ? "not the lease of its offer" : "no lease"));
   }
   offered_.erase(t.id);
   t.state = TrialState::kRunning;
@@ -479,9 +507,14 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     spdlog::debug("metric of superseded attempt {} of trial {} dropped", m.attempt, t.id);
     return Status::Ok();
   }
-  if (from_worker && t.state == TrialState::kRunning && t.worker_id != m.worker_id) {
+  if (from_worker && t.source != p::ParameterSource::kExternal &&
+      (t.state == TrialState::kRunning ? t.worker_id != m.worker_id
+                                       : t.state != TrialState::kEnded &&
+                                             !MayReattach(t, m.worker_id))) {
     // One worker holds a running attempt (its lease): results of the same
-    // attempt from another are not this trial's (wire-format.md §5.3).
+    // attempt from another are not this trial's, and nobody's count for an
+    // attempt no worker holds, but those of the worker a restored trial
+    // waits for (wire-format.md §5.3).
     return Status::BadState("metric for trial " + t.id + " from worker " + m.worker_id +
                             ", which does not run it");
   }
@@ -569,12 +602,13 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
   if (it == trials_.end()) return Status::NotFound("unknown trial " + m.trial_id);
   Trial& t = it->second;
   if (t.state == TrialState::kEnded) return Status::Ok();  // duplicate
-  if (t.source != p::ParameterSource::kExternal && t.state == TrialState::kOffered &&
-      t.attempt == m.attempt && !m.worker_id.empty()) {
-    // The worker ran this attempt and its TS was lost, or the host restarted
-    // while it ran (a resumed trial waits as an offer): the end counts.
+  if (t.source != p::ParameterSource::kExternal && t.attempt == m.attempt &&
+      MayReattach(t, m.worker_id)) {
+    // The host restarted while this worker ran the attempt (a resumed trial
+    // waits as an offer): the end counts.
     offered_.erase(t.id);
     t.state = TrialState::kRunning;
+    t.awaiting_reattach = false;
     t.worker_id = m.worker_id;
     ++running_;
     if (auto w = workers_.find(m.worker_id); w != workers_.end()) w->second.running.insert(t.id);
@@ -797,7 +831,10 @@ void Engine::Pump(Clock::time_point now) {
          offered_.size() + running_ < options_.concurrency) {
     Trial& t = trials_.at(waiting_.front());
     t.offered_at = now;
-    if (!sink_->SendJob(JobFor(t))) break;
+    t.lease = NewLease();
+    p::NewTrialJob job = JobFor(t);
+    job.lease = t.lease;
+    if (!sink_->SendJob(job)) break;
     waiting_.pop_front();
     t.state = TrialState::kOffered;
     ++t.offers;
@@ -877,8 +914,10 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
       // after the grace period. A worker that re-announces it (WH after our
       // HR) takes it back; otherwise it is re-offered with a new attempt.
       r.state = TrialState::kOffered;
+      r.reattach_worker = std::move(r.worker_id);
       r.worker_id.clear();
       r.awaiting_reattach = true;
+      if (!r.reattach_worker.empty()) restored_workers_.insert(r.reattach_worker);
       r.offered_at = now + reattach_grace - options_.ack_timeout;
       offered_.insert(id);
       break;

@@ -32,11 +32,18 @@ std::optional<Role> RoleOfUserId(std::string_view user_id) {
 
 Status KeyRing::Load(const fs::path& dir, KeyRing* out) {
   *out = KeyRing{};
+  // Whoever may write here may add an admin key or replace the host's own
+  // pair: the directory, its role folders and every key must be this
+  // user's and writable by nobody else (as ssh checks its files).
   const fs::path server_file = dir / "server.key_secret";
   Status st = p::ReadKeyFile(server_file, /*need_secret=*/true, &out->server_);
   if (!st.ok()) {
     return Status::BadState(st.message() + " (the host's key pair: tunectl keygen server --dir " +
                             dir.string() + ")");
+  }
+  for (const fs::path& path : {dir, server_file}) {
+    st = p::CheckTrustedPath(path);
+    if (!st.ok()) return st;
   }
   const struct {
     const char* folder;
@@ -45,7 +52,13 @@ Status KeyRing::Load(const fs::path& dir, KeyRing* out) {
   for (const auto& r : roles) {
     const fs::path folder = dir / r.folder;
     std::error_code ec;
-    if (!fs::is_directory(folder, ec)) continue;
+    if (!fs::exists(folder, ec)) continue;
+    if (!fs::is_directory(folder, ec)) {
+      return Status::BadState(folder.string() + " is not a folder: the " +
+                              std::string(RoleName(r.role)) + " keys go in it as NAME.key files");
+    }
+    st = p::CheckTrustedPath(folder);
+    if (!st.ok()) return st;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (entry.path().extension() == ".key") files.push_back(entry.path());
@@ -54,8 +67,14 @@ Status KeyRing::Load(const fs::path& dir, KeyRing* out) {
     for (const fs::path& file : files) {
       p::KeyPair key;
       st = p::ReadKeyFile(file, /*need_secret=*/false, &key);
+      if (st.ok()) st = p::CheckTrustedPath(file);
       if (!st.ok()) return st;
-      st = out->Add(key.public_key, r.role, file.stem().string());
+      const std::string name = file.stem().string();
+      if (name == kLocalWorkersKeyName) {
+        return Status::BadState(file.string() + ": the name '" + name + "' is tunehost run's "
+                                "own workers' key; rename the file");
+      }
+      st = out->Add(key.public_key, r.role, name);
       if (!st.ok()) return Status::BadState(file.string() + ": " + st.message());
     }
   }
@@ -83,12 +102,20 @@ size_t KeyRing::count(Role role) const {
                                            [role](const auto& kv) { return kv.second.role == role; }));
 }
 
-Status WorkerKeys::Check(const std::string& worker_id, const std::string& user) {
+Status WorkerKeys::Check(const std::string& worker_id, const std::string& user,
+                         const std::function<bool(const std::string&)>& in_use) {
   auto it = user_of_.find(worker_id);
   if (it == user_of_.end()) {
-    if (user_of_.size() >= 2 * p::kMaxWorkers) {
-      return Status::BadState("worker " + worker_id + " refused: " +
-                              std::to_string(2 * p::kMaxWorkers) + " worker ids is the limit");
+    if (user_of_.size() >= kMaxTies) {
+      // Ids nobody uses any more (workers gone, ids made up) make room: a
+      // key cannot fill the table and keep others out.
+      for (auto i = user_of_.begin(); i != user_of_.end();) {
+        i = in_use(i->first) ? std::next(i) : user_of_.erase(i);
+      }
+    }
+    if (user_of_.size() >= kMaxTies) {
+      return Status::BadState("worker " + worker_id + " refused: " + std::to_string(kMaxTies) +
+                              " workers in use is the limit");
     }
     user_of_.emplace(worker_id, user);
     return Status::Ok();
@@ -96,6 +123,10 @@ Status WorkerKeys::Check(const std::string& worker_id, const std::string& user) 
   if (it->second == user) return Status::Ok();
   return Status::Forbidden("worker " + worker_id + " belongs to key '" + it->second +
                            "': a message for it from key '" + user + "' is refused");
+}
+
+void WorkerKeys::Tie(const std::string& worker_id, const std::string& user) {
+  user_of_[worker_id] = user;
 }
 
 namespace {
@@ -107,13 +138,13 @@ struct HasWorkerId<T, std::void_t<decltype(std::declval<T>().worker_id)>> : std:
 
 }  // namespace
 
-std::string WorkerIdOf(const p::Body& body) {
+std::optional<std::string> WorkerIdOf(const p::Body& body) {
   return std::visit(
-      [](const auto& b) -> std::string {
+      [](const auto& b) -> std::optional<std::string> {
         if constexpr (HasWorkerId<std::decay_t<decltype(b)>>::value) {
           return b.worker_id;
         } else {
-          return "";
+          return std::nullopt;
         }
       },
       body);

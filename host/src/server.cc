@@ -285,6 +285,7 @@ class Server::Impl final : public EngineSink {
     eo.heartbeat_interval = options_.heartbeat_interval;
     eo.liveness = options_.liveness;
     eo.has_assessor = plugins_.assessor() != nullptr;
+    eo.require_lease = options_.keys != nullptr;
     engine_.SetOptions(std::move(eo));
     if (options_.deduplicate && !deduplicating_) {
       deduplicating_ = true;
@@ -380,6 +381,10 @@ class Server::Impl final : public EngineSink {
     }
     for (const StoredTrial* s : open) {
       Trial t = ToTrial(*s);
+      if (t.state == TrialState::kRunning && !s->worker_key.empty()) {
+        // Only the key its worker spoke with may take it back (§9).
+        workers_by_key_.Tie(s->worker_id, s->worker_key);
+      }
       if (t.state == TrialState::kEnded) {
         t.state = TrialState::kWaiting;
         t.status.reset();
@@ -666,7 +671,8 @@ class Server::Impl final : public EngineSink {
     const bool started = event == "started" || event == "reattached";
     const bool ended = event == "ended";
     store_->PutTrial(t, event == "created" ? now : 0, started ? now : 0, ended ? now : 0,
-                     ended ? static_cast<int64_t>(engine_.ended_order().size()) - 1 : -1);
+                     ended ? static_cast<int64_t>(engine_.ended_order().size()) - 1 : -1,
+                     workers_by_key_.KeyOf(t.worker_id));
     store_->AddTrialEvent(t.id, event, t.attempt, t.worker_id, detail);
     // Earlier attempts' results stay in the store for the record, marked
     // superseded; nothing reads them back into a trial (wire-format.md §5.3).
@@ -966,12 +972,20 @@ class Server::Impl final : public EngineSink {
     p::DecodeOptions opts{options_.max_message_bytes};
     Status st = p::Decode(bytes, &m, opts);
     if (!st.ok()) return st;
+    // Every message on the results socket names its worker (§5.1).
+    const std::optional<std::string> worker = WorkerIdOf(m.body);
+    if (!worker) {
+      return Status::UnknownType("type " + m.type + " is not sent on the results socket");
+    }
+    if (worker->empty()) {
+      return Status::MissingField(m.type + " on the results socket without a worker_id");
+    }
     if (options_.keys != nullptr) {
       // A worker's messages come from the key it first spoke with (§9).
-      if (const std::string worker = WorkerIdOf(m.body); !worker.empty()) {
-        st = workers_by_key_.Check(worker, user);
-        if (!st.ok()) return st;
-      }
+      st = workers_by_key_.Check(*worker, user, [this](const std::string& id) {
+        return engine_.WorkerInUse(id);
+      });
+      if (!st.ok()) return st;
     }
     auto now = Clock::now();
     if (auto* b = std::get_if<p::WorkerHello>(&m.body)) {
@@ -983,14 +997,8 @@ class Server::Impl final : public EngineSink {
     } else if (auto* b = std::get_if<p::TrialRejected>(&m.body)) {
       engine_.OnRejected(*b, now);
     } else if (auto* b = std::get_if<p::ReportMetricData>(&m.body)) {
-      if (b->worker_id.empty()) {
-        return Status::MissingField("metric without worker_id (trial " + b->trial_id + ")");
-      }
       return engine_.OnMetric(*b, now);
     } else if (auto* b = std::get_if<p::TrialEnd>(&m.body)) {
-      if (b->worker_id.empty()) {
-        return Status::MissingField("trial end without worker_id (trial " + b->trial_id + ")");
-      }
       return engine_.OnTrialEnd(*b, now);
     } else if (auto* b = std::get_if<p::WorkerBye>(&m.body)) {
       engine_.OnBye(*b, now);
@@ -1146,9 +1154,10 @@ class Server::Impl final : public EngineSink {
       const std::optional<Role> role = RoleOfUserId(user);
       if (!role || !RoleMayRequest(*role, m.body)) {
         Reply(peer, Status::Forbidden(
-                        m.type + " needs the " + (role == Role::kWorker ? "viewer or admin" : "admin") +
-                        " role; key '" + user.substr(user.find(':') + 1) + "' has the " +
-                        (role ? std::string(RoleName(*role)) : std::string("no")) + " role"));
+                        m.type + " needs the " +
+                        (RoleMayRequest(Role::kViewer, m.body) ? "viewer or admin" : "admin") +
+                        " role; key '" + user.substr(user.find(':') + 1) + "' has " +
+                        (role ? "the " + std::string(RoleName(*role)) + " role" : "no role")));
         return;
       }
     }

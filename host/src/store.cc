@@ -72,9 +72,16 @@ DROP TABLE metrics;
 ALTER TABLE metrics_v2 RENAME TO metrics;
 )sql";
 
+// Version 3: the key (its User-Id) of the worker that runs a trial, so a
+// resumed host with keys lets only that key re-attach it (wire-format.md §9).
+constexpr const char* kSchemaV2ToV3 = R"sql(
+ALTER TABLE trials ADD COLUMN worker_key TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr const char* kMigrations[] = {
     kSchemaV1,      // 0 -> 1
     kSchemaV1ToV2,  // 1 -> 2
+    kSchemaV2ToV3,  // 2 -> 3
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
@@ -301,18 +308,19 @@ void Store::AddSearchSpace(const p::Packed& space) {
 }
 
 void Store::PutTrial(const Trial& t, double created, double started, double ended,
-                     int64_t end_order) {
+                     int64_t end_order, std::string_view worker_key) {
   Begin();
   // Times and end order keep their first non-zero value.
   sqlite3_stmt* st = Prepare(R"sql(
 INSERT INTO trials(trial_id, sequence_id, parameter_id, source, parameters, state, status,
                    attempt, offers, worker_id, error, final_synthesized, created, started,
-                   ended, end_order)
-VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                   ended, end_order, worker_key)
+VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
 ON CONFLICT(trial_id) DO UPDATE SET
   source = excluded.source, state = excluded.state, status = excluded.status,
   attempt = excluded.attempt, parameters = excluded.parameters,
   offers = excluded.offers, worker_id = excluded.worker_id, error = excluded.error,
+  worker_key = excluded.worker_key,
   final_synthesized = excluded.final_synthesized,
   started = CASE WHEN excluded.started > 0 THEN excluded.started ELSE started END,
   ended = CASE WHEN excluded.ended > 0 THEN excluded.ended ELSE ended END,
@@ -339,6 +347,7 @@ ON CONFLICT(trial_id) DO UPDATE SET
   sqlite3_bind_double(st, 14, started);
   sqlite3_bind_double(st, 15, ended);
   sqlite3_bind_int64(st, 16, end_order);
+  BindText(st, 17, worker_key);
   Step(st, "trial");
 }
 
@@ -476,7 +485,8 @@ Status Store::Trials(std::vector<StoredTrial>* out) const {
   out->clear();
   sqlite3_stmt* st = Prepare(R"sql(
 SELECT trial_id, sequence_id, parameter_id, source, parameters, state, status, attempt, offers,
-       worker_id, error, final_synthesized, created, started, ended, end_order, result_order
+       worker_id, error, final_synthesized, created, started, ended, end_order, result_order,
+       worker_key
 FROM trials ORDER BY sequence_id)sql");
   if (st == nullptr) return Status::Internal("store " + file_.string() + ": cannot read trials");
   std::map<std::string, size_t> index;
@@ -502,6 +512,7 @@ FROM trials ORDER BY sequence_id)sql");
     t.ended = sqlite3_column_double(st, 14);
     t.end_order = sqlite3_column_int64(st, 15);
     t.result_order = sqlite3_column_int64(st, 16);
+    t.worker_key = Column(st, 17);
     index[t.trial_id] = out->size();
     out->push_back(std::move(t));
   }

@@ -211,13 +211,15 @@ class Writer {
     Running(b.running);
   }
   void operator()(const TrialStarted& b) {
-    pk_.pack_map(3);
+    pk_.pack_map(4);
     Str(pk_, "worker_id");
     Str(pk_, b.worker_id);
     Str(pk_, "trial_id");
     Str(pk_, b.trial_id);
     Str(pk_, "attempt");
     pk_.pack_uint32(b.attempt);
+    Str(pk_, "lease");
+    OptUInt(b.lease);
   }
   void operator()(const TrialRejected& b) {
     pk_.pack_map(4);
@@ -236,7 +238,7 @@ class Writer {
     Str(pk_, b.worker_id);
   }
   void operator()(const NewTrialJob& b) {
-    pk_.pack_map(8);
+    pk_.pack_map(9);
     Str(pk_, "experiment_id");
     Str(pk_, b.experiment_id);
     Str(pk_, "trial_id");
@@ -253,6 +255,8 @@ class Writer {
     pk_.pack_uint32(b.parameter_index);
     Str(pk_, "parameters");
     Raw(pk_, buf_, b.parameters, true);
+    Str(pk_, "lease");
+    OptUInt(b.lease);
   }
   void operator()(const SendTrialJobParameter& b) { (*this)(b.job); }
   void operator()(const KillTrialJob& b) {
@@ -398,6 +402,13 @@ class Writer {
     Str(pk_, "plugin_timeout_s");
     if (e.plugin_timeout_s) {
       Float(buf_, *e.plugin_timeout_s);
+    } else {
+      pk_.pack_nil();
+    }
+  }
+  void OptUInt(const std::optional<uint64_t>& v) {
+    if (v) {
+      pk_.pack_uint64(*v);
     } else {
       pk_.pack_nil();
     }
@@ -570,6 +581,13 @@ class Fields {
     }
     *out = static_cast<T>(o->via.u64);
     return Status::Ok();
+  }
+  Status OptUInt(std::string_view key, std::optional<uint64_t>* out) const {
+    if (Find(key) == nullptr) return Status::Ok();
+    uint64_t v = 0;
+    Status st = UInt(key, &v);
+    if (st.ok()) *out = v;
+    return st;
   }
   Status Int(std::string_view key, int64_t* out) const {
     const msgpack::object* o = Find(key);
@@ -820,7 +838,8 @@ Status Read(const Fields& f, Heartbeat* b) {
 Status Read(const Fields& f, TrialStarted* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
   TH_TRY(f.Str("trial_id", &b->trial_id));
-  return f.UInt("attempt", &b->attempt);
+  TH_TRY(f.UInt("attempt", &b->attempt));
+  return f.OptUInt("lease", &b->lease);
 }
 Status Read(const Fields& f, TrialRejected* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
@@ -837,7 +856,8 @@ Status Read(const Fields& f, NewTrialJob* b) {
   TH_TRY(f.Id("parameter_id", &b->parameter_id));
   TH_TRY(f.Enum("parameter_source", kSources, &b->parameter_source));
   TH_TRY(f.UInt("parameter_index", &b->parameter_index, /*required=*/false));
-  return f.Parameters("parameters", &b->parameters);
+  TH_TRY(f.Parameters("parameters", &b->parameters));
+  return f.OptUInt("lease", &b->lease);
 }
 Status Read(const Fields& f, SendTrialJobParameter* b) { return Read(f, &b->job); }
 Status Read(const Fields& f, KillTrialJob* b) {

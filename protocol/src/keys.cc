@@ -109,19 +109,16 @@ Status WriteKeyPair(const fs::path& dir, const std::string& name, const KeyPair&
   if (!IsZ85Key(keys.public_key) || !IsZ85Key(keys.secret_key)) {
     return Status::BadField("not a CURVE key pair");
   }
+  Status st = MakePrivateDirectories(dir);
+  if (!st.ok()) return st;
   std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    fs::create_directories(dir, ec);
-    if (ec) return Status::Internal("cannot create " + dir.string() + ": " + ec.message());
-    fs::permissions(dir, fs::perms::owner_all, ec);
-  }
   const fs::path public_file = dir / (name + ".key");
   const fs::path secret_file = dir / (name + ".key_secret");
   if (fs::exists(public_file, ec) || fs::exists(secret_file, ec)) {
     return Status::BadState((fs::exists(public_file, ec) ? public_file : secret_file).string() +
                             " already exists: not overwriting a key");
   }
-  Status st = WriteNew(secret_file,
+  st = WriteNew(secret_file,
                        Header("**Secret**", "DO NOT PROVIDE THIS FILE TO OTHER USERS nor change "
                                             "its permissions.") +
                            "    public-key = \"" + keys.public_key + "\"\n" +
@@ -131,6 +128,38 @@ Status WriteKeyPair(const fs::path& dir, const std::string& name, const KeyPair&
   st = WritePublicKey(public_file, keys.public_key);
   if (!st.ok()) unlink(secret_file.c_str());
   return st;
+}
+
+Status MakePrivateDirectories(const fs::path& dir) {
+  std::error_code ec;
+  fs::path path;
+  for (const fs::path& part : fs::absolute(dir, ec).lexically_normal()) {
+    path /= part;
+    if (ec || part.empty() || fs::exists(path, ec)) continue;
+    if (!fs::create_directory(path, ec) && ec) break;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (ec) break;
+  }
+  if (ec) return Status::Internal("cannot create " + dir.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status CheckTrustedPath(const fs::path& path) {
+  struct stat sb {};
+  if (stat(path.c_str(), &sb) != 0) {
+    return Status::NotFound(path.string() + ": " + std::strerror(errno));
+  }
+  if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+    return Status::BadState(path.string() + " belongs to user id " + std::to_string(sb.st_uid) +
+                            ", not to you: refusing to trust it");
+  }
+  if ((sb.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(sb.st_mode & 07777));
+    return Status::BadState(path.string() + " has permissions " + mode +
+                            ": others may change it, so it cannot be trusted (chmod go-w)");
+  }
+  return Status::Ok();
 }
 
 std::string PublicCertificate(const std::string& public_key) {

@@ -70,10 +70,11 @@ def trial_end(trial_id, attempt, status, error, worker_id):
             "worker_id": worker_id}
 
 
-def new_trial_job(experiment_id, trial_id, sequence_id, attempt, parameter_id, source, parameters):
+def new_trial_job(experiment_id, trial_id, sequence_id, attempt, parameter_id, source, parameters,
+                  lease=None):
     return {"experiment_id": experiment_id, "trial_id": trial_id, "sequence_id": sequence_id,
             "attempt": attempt, "parameter_id": parameter_id, "parameter_source": source,
-            "parameter_index": 0, "parameters": parameters}
+            "parameter_index": 0, "parameters": parameters, "lease": lease}
 
 
 # ---------------------------------------------------------------- valid messages
@@ -206,8 +207,14 @@ vector("WH_fresh", "WorkerHello at start: nothing running, no resources beyond o
 vector("HB", "Heartbeat: 3 of 4 slots free, one trial running.",
        "HB", 2, {"worker_id": "node1-4242-ab12", "free_slots": 3,
                  "running": [running("trial-0001", 0, 300)]})
-vector("TS", "TrialStarted: the worker accepted the offer and started the trial.",
-       "TS", 3, {"worker_id": "node1-4242-ab12", "trial_id": "trial-0001", "attempt": 0})
+vector("TS", "TrialStarted: the worker accepted the offer and started the trial, echoing "
+       "the offer's lease (TR_algorithm's).",
+       "TS", 3, {"worker_id": "node1-4242-ab12", "trial_id": "trial-0001", "attempt": 0,
+                 "lease": 0x9E3779B97F4A7C15})
+vector("TS_without_lease",
+       "TrialStarted from a worker that does not echo leases: nil lease (a host without "
+       "keys accepts it, one with keys does not).",
+       "TS", 3, {"worker_id": "w", "trial_id": "trial-0001", "attempt": 0, "lease": None})
 vector("TJ", "TrialRejected: no free slot; the host re-queues the trial with the same attempt.",
        "TJ", 4, {"worker_id": "node1-4242-ab12", "trial_id": "trial-0002", "attempt": 1,
                  "reason": "no free slot"})
@@ -215,13 +222,15 @@ vector("WB", "WorkerBye: the worker is exiting.", "WB", 5, {"worker_id": "node1-
 
 # Host -> worker / watchers.
 vector("TR_algorithm",
-       "NewTrialJob: a tuner-generated trial (integer parameter id) offered to workers.",
-       "TR", 1, new_trial_job("exp-1", "trial-0001", 0, 0, 0, "algorithm", PARAMETERS))
+       "NewTrialJob: a tuner-generated trial (integer parameter id) offered to workers, with "
+       "the offer's lease (a random 64-bit number the worker echoes in TS).",
+       "TR", 1, new_trial_job("exp-1", "trial-0001", 0, 0, 0, "algorithm", PARAMETERS,
+                              lease=0x9E3779B97F4A7C15))
 vector("TR_hyperband_reoffer",
        "NewTrialJob re-offered as attempt 2 after its lease expired; Hyperband string "
-       "parameter id.",
+       "parameter id; a new lease.",
        "TR", 300, new_trial_job("exp-1", "trial-0011", 11, 2, "hb-0-1", "algorithm",
-                                {"x": 0.5}))
+                                {"x": 0.5}, lease=7))
 vector("TR_customized",
        "NewTrialJob for a trial queued with AD: nil parameter id, source customized.",
        "TR", 70000, new_trial_job("exp-1", "trial-0012", 12, 0, None, "customized",
@@ -306,7 +315,7 @@ vector("long_strings_and_ids",
 vector("noncanonical_unknown_keys",
        "Keys a decoder does not know (a newer peer of v1 may append them) are ignored, in "
        "the envelope and in the body.",
-       "TS", 3, {"worker_id": "w", "trial_id": "t", "attempt": 0},
+       "TS", 3, {"worker_id": "w", "trial_id": "t", "attempt": 0, "lease": None},
        wire={"v": 1, "type": "TS", "id": 3,
              "body": {"worker_id": "w", "trial_id": "t", "attempt": 0, "future": [1, 2]},
              "trace": "abc"})
@@ -463,6 +472,9 @@ invalid("concurrency_over_limit", "UX concurrency above the limit of 100000.",
 invalid("attempt_float", "TS attempt as a float.",
         env42("TS", {"worker_id": "w", "trial_id": "t", "attempt": 1.0}),
         "bad_field", "body.attempt", 42)
+invalid("lease_negative", "TS lease as a negative integer.",
+        env42("TS", {"worker_id": "w", "trial_id": "t", "attempt": 0, "lease": -1}),
+        "bad_field", "body.lease", 42)
 invalid("search_space_array", "SS search space as an array.",
         env42("SS", {"search_space": [1, 2]}), "bad_field", "body.search_space", 42)
 invalid("metric_type_unknown", "ME type outside PERIODICAL/FINAL.", me_with(type="LATE"),

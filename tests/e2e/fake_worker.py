@@ -70,9 +70,12 @@ class FakeWorker:
                 return protocol.decode(self.jobs.recv()).body
         return None
 
-    def start(self, job):
+    def start(self, job, lease="echo"):
+        """TS for `job`, echoing its lease (`lease`: another value to send
+        instead, for the tests)."""
         self.send("TS", {"worker_id": self.id, "trial_id": job["trial_id"],
-                         "attempt": job["attempt"]})
+                         "attempt": job["attempt"],
+                         "lease": job.get("lease") if lease == "echo" else lease})
         self.running.append({"trial_id": job["trial_id"], "attempt": job["attempt"],
                              "last_sequence": -1})
 

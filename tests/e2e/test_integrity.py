@@ -26,13 +26,15 @@ import zmq
 import harness
 from fake_worker import FakeWorker
 from harness import wait_for
+from tunehost import keys as tunehost_keys
 from tunehost import protocol
 
 
 class RunHost:
     """`tunehost run EXPERIMENT --local-workers 0` (or resume) in a temp dir."""
 
-    def __init__(self, max_trials, concurrency=1, exp_id="integrity", trial_command=None):
+    def __init__(self, max_trials, concurrency=1, exp_id="integrity", trial_command=None,
+                 control_keys=None):
         self.tmp = tempfile.mkdtemp(prefix="tunehost-integrity-")
         self.workdir = os.path.join(self.tmp, "wd")
         self.id = exp_id
@@ -55,6 +57,7 @@ class RunHost:
         self.proc = None
         self.ctx = zmq.Context()
         self.control = None
+        self.control_keys = control_keys  # a tunehost.keys.ClientKeys for a host with --keys
 
     def start(self, command, *extra, env=None):
         if command == "run":
@@ -71,6 +74,7 @@ class RunHost:
             self.control.close()
         self.control = self.ctx.socket(zmq.DEALER)
         self.control.setsockopt(zmq.LINGER, 0)
+        tunehost_keys.apply(self.control, self.control_keys)
         self.control.connect(endpoints["control"])
         return endpoints
 

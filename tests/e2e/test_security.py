@@ -27,6 +27,7 @@ import zmq
 import harness
 from fake_worker import FakeWorker
 from harness import keygen, wait_for
+from test_integrity import RunHost
 from tunehost import keys as tunehost_keys
 from tunehost import protocol
 
@@ -116,7 +117,8 @@ class RolesTest(unittest.TestCase):
         # A worker key may not use the control socket at all.
         reply = ask(control, "PI", {}, self.keys.client("w1"))
         self.assertEqual((reply.type, reply.body["code"]), ("error", "forbidden"), reply.body)
-        self.assertIn("'w1' has the worker role", reply.body["message"])
+        self.assertIn("PI needs the viewer or admin role; key 'w1' has the worker role",
+                      reply.body["message"])
         # The admin starts the experiment.
         kind, body = self.host.request("IN", {"search_space": SPACE, "experiment": EXPERIMENT})
         self.assertEqual(kind, "ok", body)
@@ -204,6 +206,7 @@ class BindRuleTest(unittest.TestCase):
                            timeout=60)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("refusing to bind tcp://0.0.0.0:", r.stderr)
+        self.assertEqual(os.listdir(tmp), ["exp.yaml"], "a refused run left an experiment")
 
 
 # A trial that takes a moment and reports one FINAL result.
@@ -288,6 +291,112 @@ class RunWithKeysTest(unittest.TestCase):
         self.assertEqual(resumed.returncode, 0, resumed.stdout + resumed.stderr)
         self.assertIn("experiment sec DONE", resumed.stdout)
         self.assertIn("keys from", resumed.stdout + resumed.stderr)
+
+
+class TrustedFilesTest(unittest.TestCase):
+    """Files that say who may connect, or where to connect, are trusted only
+    when others cannot change them (wire-format.md §9); an exported
+    $TUNEHOST_KEY does not get in the way of a host without keys."""
+
+    def test_files_others_may_change_are_refused_and_a_cluster_key_does_not_stop_tunectl(self):
+        keys = Keys()
+        self.addCleanup(keys.close)
+        os.chmod(os.path.join(keys.host, "admins"), 0o777)
+        r = subprocess.run([harness.TUNEHOST, "serve", "--keys", keys.host, "--control",
+                            "tcp://127.0.0.1:%d" % harness.free_ports(1)[0]],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("admins has permissions 0777: others may change it", r.stderr)
+        # A planted experiment: tunectl does not connect where it says.
+        workdir = tempfile.mkdtemp(prefix="tunehost-planted-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        planted = os.path.join(workdir, "x")
+        os.mkdir(planted)
+        with open(os.path.join(planted, "host.json"), "w") as f:
+            json.dump({"control": "tcp://127.0.0.1:1"}, f)
+        os.chmod(planted, 0o777)
+        r = subprocess.run([TUNECTL, "--experiment", "x", "--workdir", workdir, "ping"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("cannot be trusted", r.stderr)
+        # $TUNEHOST_KEY exported for a cluster's host; this one has no keys.
+        host = harness.Host()
+        self.addCleanup(host.close)
+        env = dict(os.environ, TUNEHOST_KEY=keys.secret["alice"])
+        env.pop("TUNEHOST_SERVER_KEY", None)
+        r = subprocess.run([TUNECTL, "--control", host.endpoints["control"], "ping"],
+                           capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = subprocess.run([TUNECTL, "--control", host.endpoints["control"], "--key",
+                            keys.secret["alice"], "ping"], capture_output=True, text=True,
+                           timeout=30, env=env)
+        self.assertEqual(r.returncode, 2, "an explicit --key without the host's key")
+        self.assertIn("--key needs the host's public key", r.stderr)
+
+
+class ResumeWithKeysTest(unittest.TestCase):
+    """After a host restart, only the key whose worker ran a trial takes it
+    back: the tie of worker id to key is in the store (wire-format.md §9)."""
+
+    def test_another_key_cannot_take_a_restored_trial(self):
+        keys = Keys()
+        self.addCleanup(keys.close)
+        host = RunHost(max_trials=1, exp_id="sec", control_keys=keys.client("alice"))
+        self.addCleanup(host.close)
+        workers = []
+        self.addCleanup(lambda: [w.close() for w in workers])
+
+        def worker(worker_id, key):
+            w = FakeWorker(endpoints, worker_id, keys=keys.client(key))
+            workers.append(w)
+            return w
+        endpoints = host.start("run", "--local-workers", "0", "--keys", keys.host)
+        a = worker("a", "w1")
+        a.hello()
+        job = a.next_offer(20)
+        self.assertIsNotNone(job, host.output())
+        a.start(job)
+        a.metric_acked(job, 0, 0.1)
+
+        def stored():
+            with host.db() as db:
+                return db.execute("SELECT state, worker_key FROM trials").fetchall() == [
+                    ("RUNNING", "worker:w1")]
+        wait_for(stored, 20, "the running trial and its worker's key in the store")
+        host.kill()
+        host.start("resume", "--local-workers", "0", "--reattach-grace-ms", "20000")
+        # w2's key claims a's id, then names the trial under an id of its own.
+        running = [{"trial_id": job["trial_id"], "attempt": job["attempt"], "last_sequence": 0}]
+        for thief_id in ("a", "b"):
+            thief = worker(thief_id, "w2")
+            thief.running = running
+            thief.hello()
+            thief.metric(job, 1, 1e9, kind="FINAL")
+            thief.end(job)
+        b = workers[-1]
+
+        def b_told_superseded():
+            # Events are best effort: b's heartbeats list the trial until it
+            # hears the KI (the host repeats it for every one).
+            b.heartbeat()
+            b.poll_events(100)
+            return any(k["trial_id"] == job["trial_id"] for k in b.kills)
+        wait_for(b_told_superseded, 20, "KI for b's claim")
+        trial = host.request("GT", {"trial_id": job["trial_id"]}).body["data"]
+        self.assertNotEqual(trial["status"], "SUCCEEDED", "another key ended the trial")
+        metrics = host.request("MT", {"trial_id": job["trial_id"]}).body["data"]["metrics"]
+        self.assertNotIn(1e9, [m["value"] for m in metrics], "another key's result counted")
+        # The worker that ran it comes back and finishes it.
+        a.hello()
+        a.metric_acked(job, 1, 0.5, kind="FINAL")
+        a.end(job)
+        self.assertEqual(host.wait(60), 0, host.output())
+        with host.db() as db:
+            finals = db.execute("SELECT scalar FROM metrics WHERE type = 'FINAL'").fetchall()
+            started = db.execute("SELECT DISTINCT worker_id FROM trial_events WHERE event IN "
+                                 "('started', 'reattached')").fetchall()
+        self.assertEqual(finals, [(0.5,)])
+        self.assertEqual(started, [("a",)])
 
 
 def _can_make_namespaces():

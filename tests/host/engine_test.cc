@@ -690,19 +690,67 @@ TEST_F(EngineTest, TrialLeftOutOfTwoHeartbeatsIsReoffered) {
   EXPECT_EQ(sink_.jobs[1].attempt, 1u);
 }
 
-TEST_F(EngineTest, HelloReattachesATrialTheWorkerStillRuns) {
+TEST_F(EngineTest, OnlyTheWorkerWithTheOffersLeaseStartsIt) {
+  // A host with keys: a TS must echo the lease only the offer's receiver
+  // learned (wire-format.md §5.3, §9).
+  Make([](EngineOptions& o) { o.concurrency = 1; o.require_lease = true; });
+  Hello("w1", 1);
+  Hello("w2", 1);
+  AnswerRequest();
+  const p::NewTrialJob job = sink_.jobs.at(0);
+  ASSERT_TRUE(job.lease.has_value());
+  EXPECT_NE(*job.lease, 0u);
+  const std::optional<uint64_t> forgeries[] = {std::nullopt, *job.lease + 1};
+  for (const std::optional<uint64_t>& forged : forgeries) {
+    Status st = engine_->OnStarted(p::TrialStarted{"w2", job.trial_id, job.attempt, forged}, now_);
+    EXPECT_EQ(st.code(), Status::Code::kBadState);
+    EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kOffered);
+  }
+  EXPECT_EQ(sink_.Sent<p::KillTrialJob>("w2").size(), 2u);
+  ASSERT_OK(engine_->OnStarted(p::TrialStarted{"w1", job.trial_id, job.attempt, job.lease}, now_));
+  EXPECT_EQ(engine_->Find(job.trial_id)->worker_id, "w1");
+  // What events and clients see of a trial carries no lease.
+  EXPECT_FALSE(engine_->JobFor(*engine_->Find(job.trial_id)).lease.has_value());
+}
+
+TEST_F(EngineTest, WithoutKeysATrialStartedWithoutALeaseIsTaken) {
+  // Workers that do not echo leases keep working on a host without keys;
+  // a lease they do send must still be the offer's.
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  Hello("w1", 2);
+  AnswerRequest();
+  const p::NewTrialJob a = sink_.jobs.at(0), b = sink_.jobs.at(1);
+  EXPECT_NE(a.lease, b.lease);
+  ASSERT_OK(engine_->OnStarted(p::TrialStarted{"w1", a.trial_id, a.attempt}, now_));
+  EXPECT_EQ(engine_->Find(a.trial_id)->state, TrialState::kRunning);
+  EXPECT_FALSE(engine_->OnStarted(p::TrialStarted{"w1", b.trial_id, b.attempt, a.lease}, now_)
+                   .ok());
+  EXPECT_EQ(engine_->Find(b.trial_id)->state, TrialState::kOffered);
+}
+
+TEST_F(EngineTest, AnOfferIsTakenByTrialStartedNotByAHelloOrResultsNamingIt) {
+  // Offers are unaddressed (PUSH): a worker that names an offered trial in
+  // its hello, or reports for it, without starting it takes nothing — else
+  // any worker could take any trial (wire-format.md §5.3).
   Make([](EngineOptions& o) { o.concurrency = 1; o.ack_timeout = milliseconds(100); });
   Hello("w1", 1);
   AnswerRequest();
   auto job = sink_.jobs.at(0);
   p::WorkerHello h;
-  h.worker_id = "w1";
+  h.worker_id = "w2";
   h.slots = 1;
   h.running = {{job.trial_id, job.attempt, 3}};
   engine_->OnHello(h, now_);
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kOffered);
+  ASSERT_EQ(sink_.Sent<p::KillTrialJob>("w2").size(), 1u);
+  EXPECT_EQ(TryMetric("w2", job, p::MetricType::kFinal, 0, 1e9).code(),
+            Status::Code::kBadState);
+  End("w2", job, p::TrialStatus::kSucceeded);
+  EXPECT_FALSE(engine_->Find(job.trial_id)->final_metric.has_value());
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kOffered);
+  Start("w1", job);
   EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kRunning);
-  Advance(milliseconds(500));
-  EXPECT_EQ(sink_.jobs.size(), 1u) << "a re-attached trial is not re-offered";
+  EXPECT_EQ(engine_->Find(job.trial_id)->worker_id, "w1");
 }
 
 TEST_F(EngineTest, UnknownWorkerIsAskedToSayHello) {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 
 #include "test_util.h"
@@ -78,6 +80,43 @@ TEST_F(KeyRingTest, RefusesAMissingOrLooseServerKeyAndAKeyInTwoRoles) {
   EXPECT_NE(st.message().find("admins/both.key"), std::string::npos) << st.message();
 }
 
+TEST_F(KeyRingTest, RefusesKeysOthersMayChangeAndTheLocalWorkersName) {
+  // Whoever may write to the keys may add an admin or replace the host's
+  // own pair: as ssh, refuse anything others may write.
+  Make(dir_, "server");
+  Make(dir_ / "admins", "alice");
+  KeyRing ring;
+  ASSERT_OK(KeyRing::Load(dir_, &ring));
+  for (const fs::path& path : {dir_, dir_ / "admins", dir_ / "admins" / "alice.key",
+                               dir_ / "server.key_secret"}) {
+    const fs::perms before = fs::status(path).permissions();
+    fs::permissions(path, fs::perms::others_write, fs::perm_options::add);
+    Status st = KeyRing::Load(dir_, &ring);
+    EXPECT_EQ(st.code(), Status::Code::kBadState) << path;
+    EXPECT_NE(st.message().find(path.string()), std::string::npos) << st.message();
+    EXPECT_TRUE(st.message().find("chmod go-w") != std::string::npos ||
+                st.message().find("chmod 600") != std::string::npos)
+        << st.message();
+    fs::permissions(path, before, fs::perm_options::replace);
+  }
+  ASSERT_OK(KeyRing::Load(dir_, &ring));
+  if (geteuid() == 0) {
+    // Owned by someone else (not root): refused too.
+    ASSERT_EQ(chown((dir_ / "admins").c_str(), 65534, 65534), 0);
+    Status st = KeyRing::Load(dir_, &ring);
+    EXPECT_NE(st.message().find("belongs to user id 65534"), std::string::npos) << st.message();
+    ASSERT_EQ(chown((dir_ / "admins").c_str(), 0, 0), 0);
+  }
+  // A role folder that is a file, and a key named like the local workers'.
+  { std::ofstream(dir_ / "viewers") << "x"; }
+  Status st = KeyRing::Load(dir_, &ring);
+  EXPECT_NE(st.message().find("is not a folder"), std::string::npos) << st.message();
+  fs::remove(dir_ / "viewers");
+  Make(dir_ / "workers", kLocalWorkersKeyName);
+  st = KeyRing::Load(dir_, &ring);
+  EXPECT_NE(st.message().find("rename the file"), std::string::npos) << st.message();
+}
+
 TEST(RolesTest, EachRoleUsesOnlyItsSocketsAndRequests) {
   EXPECT_TRUE(RoleMaySocket(Role::kWorker, "jobs"));
   EXPECT_TRUE(RoleMaySocket(Role::kWorker, "results"));
@@ -107,15 +146,44 @@ TEST(RolesTest, EachRoleUsesOnlyItsSocketsAndRequests) {
 
 TEST(WorkerKeysTest, AWorkerIdBelongsToTheKeyThatUsedItFirst) {
   WorkerKeys keys;
-  EXPECT_OK(keys.Check("w1", "worker:node7"));
-  EXPECT_OK(keys.Check("w1", "worker:node7"));
-  Status st = keys.Check("w1", "worker:intruder");
+  auto in_use = [](const std::string&) { return true; };
+  EXPECT_OK(keys.Check("w1", "worker:node7", in_use));
+  EXPECT_OK(keys.Check("w1", "worker:node7", in_use));
+  Status st = keys.Check("w1", "worker:intruder", in_use);
   EXPECT_EQ(st.code(), Status::Code::kForbidden);
   EXPECT_NE(st.message().find("worker:node7"), std::string::npos) << st.message();
   EXPECT_EQ(keys.KeyOf("w1"), "worker:node7");
   EXPECT_EQ(keys.KeyOf("w2"), "");
+  keys.Tie("w2", "worker:node8");  // a resumed host: from the store
+  EXPECT_EQ(keys.Check("w2", "worker:intruder", in_use).code(), Status::Code::kForbidden);
   EXPECT_EQ(WorkerIdOf(p::Heartbeat{"w9", 0, {}}), "w9");
-  EXPECT_EQ(WorkerIdOf(p::Ping{}), "");
+  EXPECT_EQ(WorkerIdOf(p::Ping{}), std::nullopt);
+}
+
+TEST(WorkerKeysTest, OneKeyMakingUpIdsCannotKeepOtherKeysOut) {
+  // A key sends messages for made-up worker ids until the table is full;
+  // ids nobody uses make room for a real worker of another key, and ids in
+  // use keep their key.
+  WorkerKeys keys;
+  std::set<std::string> live = {"real"};
+  auto in_use = [&](const std::string& id) { return live.count(id) != 0; };
+  ASSERT_OK(keys.Check("real", "worker:a", in_use));
+  for (size_t i = 1; i < WorkerKeys::kMaxTies; ++i) {
+    ASSERT_OK(keys.Check("fake-" + std::to_string(i), "worker:mallory", in_use));
+  }
+  EXPECT_OK(keys.Check("node-1", "worker:b", in_use));  // room made of unused ids
+  EXPECT_EQ(keys.KeyOf("real"), "worker:a");
+  EXPECT_EQ(keys.KeyOf("fake-1"), "") << "an unused id kept its tie";
+  EXPECT_EQ(keys.Check("real", "worker:mallory", in_use).code(), Status::Code::kForbidden);
+  // Every id in use: the next is refused, naming the limit.
+  WorkerKeys full;
+  auto all = [](const std::string&) { return true; };
+  for (size_t i = 0; i < WorkerKeys::kMaxTies; ++i) {
+    ASSERT_OK(full.Check("w" + std::to_string(i), "worker:a", all));
+  }
+  Status st = full.Check("one-more", "worker:a", all);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("is the limit"), std::string::npos) << st.message();
 }
 
 TEST(LoopbackTest, OnlyThisMachinesAddressesAreLoopback) {

@@ -419,6 +419,27 @@ TEST_F(ResumeTest, TheEndOfARestoredRunningTrialFromItsWorkerCounts) {
   EXPECT_NE(engine_->Find("T00002")->state, TrialState::kEnded);
 }
 
+TEST_F(ResumeTest, OnlyTheWorkerThatRanARestoredTrialTakesItBack) {
+  // Another worker names the trial in its hello, reports for it and ends
+  // it: none of it counts (wire-format.md §5.3), and the trial still waits
+  // for its own worker.
+  Hello("w-thief", 1, {p::RunningTrial{"T00001", 0, 0}});
+  ASSERT_EQ(sink_.kills.size(), 1u);
+  EXPECT_EQ(sink_.kills[0].reason, "superseded");
+  p::ReportMetricData m = MetricData("T00001", p::MetricType::kFinal, 1, 1e9);
+  m.worker_id = "w-thief";
+  EXPECT_EQ(engine_->OnMetric(m, now_).code(), Status::Code::kBadState);
+  ASSERT_OK(engine_->OnTrialEnd(
+      p::TrialEnd{"T00001", 0, p::TrialStatus::kSucceeded, "", "w-thief"}, now_));
+  const Trial* t = engine_->Find("T00001");
+  EXPECT_EQ(t->state, TrialState::kOffered);
+  EXPECT_FALSE(t->final_metric.has_value()) << "a result from a worker that never ran it";
+  EXPECT_TRUE(sink_.changes.empty());
+  Hello("w-old", 1, {p::RunningTrial{"T00001", 0, 0}});
+  EXPECT_EQ(engine_->Find("T00001")->state, TrialState::kRunning);
+  EXPECT_EQ(engine_->Find("T00001")->worker_id, "w-old");
+}
+
 TEST_F(ResumeTest, ARunningTrialWhoseWorkerIsGoneIsReofferedAfterTheGrace) {
   now_ += grace_ - milliseconds(1);
   engine_->Tick(now_);

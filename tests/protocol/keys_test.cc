@@ -40,6 +40,48 @@ class KeysTest : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST_F(KeysTest, EveryFolderMadeForAKeyIsPrivateWhateverTheUmask) {
+  // keygen me --dir ~/hpo-keys/admins with ~/hpo-keys missing too: a 0777
+  // parent would let anyone swap the folder for one holding their own key.
+  const mode_t old = umask(0);
+  KeyPair keys;
+  ASSERT_OK(GenerateKeyPair(&keys));
+  Status st = WriteKeyPair(dir_ / "keys" / "admins", "alice", keys);
+  umask(old);
+  ASSERT_OK(st);
+  for (const fs::path& d : {dir_, dir_ / "keys", dir_ / "keys" / "admins"}) {
+    EXPECT_EQ(Mode(d), 0700u) << d;
+    EXPECT_OK(CheckTrustedPath(d));
+  }
+  // A folder that was there is left as it was.
+  fs::create_directories(dir_ / "shared");
+  chmod((dir_ / "shared").c_str(), 0755);
+  ASSERT_OK(MakePrivateDirectories(dir_ / "shared" / "a" / "b"));
+  EXPECT_EQ(Mode(dir_ / "shared"), 0755u);
+  EXPECT_EQ(Mode(dir_ / "shared" / "a"), 0700u);
+  EXPECT_EQ(Mode(dir_ / "shared" / "a" / "b"), 0700u);
+}
+
+TEST_F(KeysTest, APathOthersMayChangeIsNotTrusted) {
+  ASSERT_OK(MakePrivateDirectories(dir_));
+  Write(dir_ / "host.json", "{}", 0600);
+  EXPECT_OK(CheckTrustedPath(dir_ / "host.json"));
+  chmod((dir_ / "host.json").c_str(), 0620);
+  Status st = CheckTrustedPath(dir_ / "host.json");
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("permissions 0620"), std::string::npos) << st.message();
+  chmod(dir_.c_str(), 0777);
+  EXPECT_NE(CheckTrustedPath(dir_).message().find("chmod go-w"), std::string::npos);
+  chmod(dir_.c_str(), 0700);
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dir_.c_str(), 65534, 65534), 0);
+    EXPECT_NE(CheckTrustedPath(dir_).message().find("belongs to user id 65534"),
+              std::string::npos);
+    ASSERT_EQ(chown(dir_.c_str(), 0, 0), 0);
+  }
+  EXPECT_EQ(CheckTrustedPath(dir_ / "missing").code(), Status::Code::kNotFound);
+}
+
 TEST_F(KeysTest, AWrittenPairReadsBackWithPrivateSecretWhateverTheUmask) {
   const mode_t old = umask(0);
   KeyPair keys;

@@ -54,7 +54,8 @@ json Job(const NewTrialJob& b) {
           {"parameter_id", Id(b.parameter_id)},
           {"parameter_source", ToString(b.parameter_source)},
           {"parameter_index", b.parameter_index},
-          {"parameters", Value(b.parameters)}};
+          {"parameters", Value(b.parameters)},
+          {"lease", b.lease ? json(*b.lease) : json(nullptr)}};
 }
 
 // The decoded body as JSON, written from the struct fields (not from the bytes).
@@ -114,7 +115,8 @@ struct Renderer {
             {"running", Running(b.running)}};
   }
   json operator()(const TrialStarted& b) const {
-    return {{"worker_id", b.worker_id}, {"trial_id", b.trial_id}, {"attempt", b.attempt}};
+    return {{"worker_id", b.worker_id}, {"trial_id", b.trial_id}, {"attempt", b.attempt},
+            {"lease", b.lease ? json(*b.lease) : json(nullptr)}};
   }
   json operator()(const TrialRejected& b) const {
     return {{"worker_id", b.worker_id}, {"trial_id", b.trial_id}, {"attempt", b.attempt},

@@ -322,10 +322,16 @@ TEST_F(WorkerTest, HelloThenHeartbeat) {
 
 TEST_F(WorkerTest, AnswersOffersAndRejectsWhenFull) {
   StartWorker("sleep 60", {"--slots", "2"});
-  host_.Offer(MakeJob("t1"));
+  NewTrialJob leased = MakeJob("t1");
+  leased.lease = 0xFFFFFFFFFFFFFFFFull;
+  host_.Offer(leased);
   host_.Offer(MakeJob("t2"));
-  ASSERT_TRUE(AwaitStarted("t1"));
-  ASSERT_TRUE(AwaitStarted("t2"));
+  auto t1 = AwaitStarted("t1");
+  ASSERT_TRUE(t1);
+  EXPECT_EQ(t1->lease, leased.lease) << "TS echoes the offer's lease";
+  auto t2 = AwaitStarted("t2");
+  ASSERT_TRUE(t2);
+  EXPECT_EQ(t2->lease, std::nullopt);
   host_.Offer(MakeJob("t3", 4));
   auto rejected = host_.Await<TrialRejected>();
   ASSERT_TRUE(rejected);

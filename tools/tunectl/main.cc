@@ -65,6 +65,7 @@ struct GlobalOptions {
   int timeout_ms = 5000;
   bool json = false;
   std::string key_file;         // --key, or $TUNEHOST_KEY: this client's .key_secret
+  bool key_from_environment = false;  // key_file is $TUNEHOST_KEY's
   std::string server_key_file;  // --server-key, or $TUNEHOST_SERVER_KEY
 };
 
@@ -112,6 +113,11 @@ HostAddress FindHost(const GlobalOptions& o) {
     Fail(kExitNoHost, "experiment " + o.experiment + " has no " + file.string() +
                           " (is its host running?)");
   }
+  // host.json says where to connect and what the workers run (launch):
+  // only the user's own, unwritable by others, is trusted (§9).
+  for (const fs::path& path : {dir / o.experiment, file}) {
+    if (tunehost::Status st = p::CheckTrustedPath(path); !st.ok()) Fail(kExitUsage, st.message());
+  }
   if (!HostHoldsLock(dir / o.experiment)) {
     // host.json is removed when a host exits; left behind, its host died.
     Fail(kExitNoHost, "experiment " + o.experiment + ": CRASHED: no host holds it (its host "
@@ -133,7 +139,8 @@ HostAddress FindHost(const GlobalOptions& o) {
 p::ClientKeys KeysFor(const GlobalOptions& o, const HostAddress& host) {
   p::ClientKeys keys;
   if (host.server_key.empty()) {
-    if (!o.key_file.empty()) {
+    // $TUNEHOST_KEY serves every host that authenticates; this one does not.
+    if (!o.key_file.empty() && !o.key_from_environment) {
       Fail(kExitUsage, "--key needs the host's public key: --server-key FILE (or an "
                        "--experiment whose host.json has it)");
     }
@@ -857,8 +864,8 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--json", a.global.json, "print the reply data as JSON");
   app.add_option("--key", a.global.key_file,
-                 "this client's key pair (a .key_secret file) for a host that authenticates")
-      ->envname("TUNEHOST_KEY");
+                 "this client's key pair (a .key_secret file) for a host that authenticates "
+                 "(default: $TUNEHOST_KEY, used only with hosts that have keys)");
   app.add_option("--server-key", a.global.server_key_file,
                  "the host's public key (a .key file; default: from the experiment's host.json)")
       ->envname("TUNEHOST_SERVER_KEY");
@@ -971,6 +978,12 @@ int Run(int argc, char** argv) {
     return kExitUsage;
   }
   if (keygen->parsed()) return Keygen(keygen_dir, keygen_name);
+  if (a.global.key_file.empty()) {
+    if (const char* env = std::getenv("TUNEHOST_KEY"); env != nullptr && *env != '\0') {
+      a.global.key_file = env;
+      a.global.key_from_environment = true;
+    }
+  }
   try {
     const HostAddress address = FindHost(a.global);
     Host host(address.control, a.global.timeout_ms, KeysFor(a.global, address));

@@ -248,7 +248,7 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
   if (orphaned_) return reject("orphaned worker: the host that started it exited");
   if (FindTrial(job.trial_id, job.attempt) != nullptr) {
     // A repeated offer of what already runs here: confirm it, start nothing.
-    Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt});
+    Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt, job.lease});
     return;
   }
   if (trials_.size() >= options_.slots) return reject("no free slot");
@@ -271,7 +271,7 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
   const Status s = TrialProcess::Start(job, launch, &trial->process);
   // Answered TS even when the start failed: the trial then ends FAILED with
   // the reason, instead of bouncing between workers that cannot run it.
-  Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt});
+  Send(protocol::TrialStarted{options_.id, job.trial_id, job.attempt, job.lease});
   if (!s.ok()) {
     spdlog::error("trial {}: cannot start: {}", TrialName(job), s.ToString());
     Send(protocol::TrialEnd{job.trial_id, job.attempt, TrialStatus::kFailed,

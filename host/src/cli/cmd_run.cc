@@ -64,7 +64,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   ServerOptions options;
   std::string address = args.bind_address.empty() ? "127.0.0.1" : args.bind_address;
   options.endpoints = FreeEndpoints(address);
-  if (resume && !StoredEndpoint(*store, "control").empty()) {
+  if (resume && args.bind_address.empty() && !StoredEndpoint(*store, "control").empty()) {
     // The same endpoints as before, so workers that outlived the old host
     // reconnect to this one and re-attach their trials.
     options.endpoints = {StoredEndpoint(*store, "control"), StoredEndpoint(*store, "jobs"),
@@ -394,6 +394,15 @@ int CmdRun(const RunArgs& args) {
                  "it\n",
                  config.spec.id.c_str(), experiment_dir.string().c_str(), config.spec.id.c_str());
     return kExitUsage;
+  }
+  {
+    // Refuse a bind or a keys directory before anything is written: a
+    // refused run leaves no experiment behind.
+    std::unique_ptr<KeyRing> keys;
+    const std::string address = args.bind_address.empty() ? "127.0.0.1" : args.bind_address;
+    if (int rc = PrepareSecurity(args.security, FreeEndpoints(address), &keys); rc != kExitOk) {
+      return rc;
+    }
   }
   st = MakePrivateDirectory(experiment_dir);
   if (!st.ok()) {

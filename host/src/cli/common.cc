@@ -173,9 +173,12 @@ Status WritePrivateFile(const fs::path& file, const std::string& text) {
 }
 
 Status MakePrivateDirectory(const fs::path& dir) {
+  // Parents made here are 0700 too: under umask 000 a 0777 parent would let
+  // anyone swap the experiment for one of their own.
+  Status st = protocol::MakePrivateDirectories(dir);
+  if (!st.ok()) return st;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   if (ec) return Status::Internal(dir.string() + ": " + ec.message());
   return Status::Ok();
 }
@@ -340,6 +343,11 @@ int PrepareSecurity(const SecurityArgs& args, const Endpoints& endpoints,
     spdlog::info("keys from {}: {} worker, {} viewer, {} admin key(s)", args.keys_dir,
                  keys->count(Role::kWorker), keys->count(Role::kViewer),
                  keys->count(Role::kAdmin));
+    if (keys->count(Role::kWorker) + keys->count(Role::kViewer) + keys->count(Role::kAdmin) == 0) {
+      spdlog::warn("{} has no key in workers/, viewers/ or admins/: no one but this host's own "
+                   "local workers can connect",
+                   args.keys_dir);
+    }
     *ring = std::move(keys);
     return kExitOk;
   }
@@ -375,7 +383,7 @@ Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
   }
   st = protocol::WriteKeyPair(dir, "local-worker", local);
   if (st.ok()) st = protocol::WritePublicKey(dir / "server.key", ring->server().public_key);
-  if (st.ok()) st = ring->Add(local.public_key, Role::kWorker, "local");
+  if (st.ok()) st = ring->Add(local.public_key, Role::kWorker, kLocalWorkersKeyName);
   if (!st.ok()) return st;
   worker_args->insert(worker_args->end(), {"--key", (dir / "local-worker.key_secret").string(),
                                            "--server-key", (dir / "server.key").string()});

@@ -122,6 +122,9 @@ int Main(int argc, char** argv) {
                          "tunehost-worker to start (default: next to tunehost, then PATH)");
   resume_cmd->add_option("--port-base", resume.port_base,
                          "bind ports N..N+3 (default: the endpoints the experiment had)");
+  resume_cmd->add_option("--bind", resume.bind_address,
+                         "bind free ports (or --port-base) on this address instead of the "
+                         "endpoints the experiment had; its workers cannot re-attach");
   resume_cmd->add_option("--summary-json", resume.summary_json,
                          "write the final status and every trial to this JSON file");
   resume_cmd

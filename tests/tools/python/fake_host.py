@@ -56,10 +56,12 @@ class FakeHost:
         return self._next_id - 1
 
     def offer(self, trial_id, attempt=0, parameters=None, sequence_id=0, parameter_id=7,
-              experiment_id="exp1", source="algorithm"):
+              experiment_id="exp1", source="algorithm", lease=None):
         body = {"experiment_id": experiment_id, "trial_id": trial_id, "sequence_id": sequence_id,
                 "attempt": attempt, "parameter_id": parameter_id, "parameter_source": source,
-                "parameter_index": 0, "parameters": parameters if parameters is not None else {"x": 1.5}}
+                "parameter_index": 0,
+                "parameters": parameters if parameters is not None else {"x": 1.5},
+                "lease": lease}
         self.jobs.send(protocol.encode("TR", body, self._id()))
         return body
 

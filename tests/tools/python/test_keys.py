@@ -220,6 +220,28 @@ class KeyFileTest(KeyTestCase):
             self.assertEqual(keys.default_key_files("", ""), (None, None))
             self.assertEqual(keys.resolve_keys().public, self.keys.keys_of("alice")[0])
 
+    def test_a_key_from_the_environment_is_left_out_for_a_host_without_keys(self):
+        # $TUNEHOST_KEY exported for a cluster's host must not get in the way
+        # of a local host without keys; an explicit key without a server key
+        # is still a mistake.
+        with mock.patch.dict(os.environ, {keys.ENV_KEY: self.keys.secret("alice")}):
+            os.environ.pop(keys.ENV_SERVER_KEY, None)
+            self.assertIsNone(keys.resolve_keys(host_info={"control": "tcp://127.0.0.1:1"}))
+            with self.assertRaises(KeyFileError):
+                keys.resolve_keys(key_file=self.keys.secret("alice"))
+
+    def test_files_others_may_change_are_not_trusted(self):
+        path = os.path.join(self.keys.dir, "host.json")
+        with open(path, "w") as f:
+            f.write("{}")
+        os.chmod(path, 0o600)
+        self.assertIsNone(keys.untrusted_path(path))
+        os.chmod(path, 0o620)
+        self.assertIn("permissions 0620", keys.untrusted_path(path))
+        if os.geteuid() == 0:
+            os.chown(path, 65534, 65534)
+            self.assertIn("belongs to user id 65534", keys.untrusted_path(path))
+
     def test_server_key_from_host_info(self):
         server_public = self.keys.keys_of("server")[0]
         self.assertEqual(keys.server_key_from_host_info({"server_key": server_public.decode()}),
@@ -375,6 +397,7 @@ class ExperimentKeysTest(KeyTestCase):
         self.addCleanup(self.router.close)
         self.workdir = os.path.join(self.keys.dir, "work")
         os.makedirs(os.path.join(self.workdir, "keyedexp"))
+        os.chmod(os.path.join(self.workdir, "keyedexp"), 0o700)  # as the host makes it
 
     def write_host_json(self, server_key=True):
         info = {"experiment_id": "keyedexp", "pid": os.getpid(), "control": self.router.endpoint}
@@ -402,6 +425,15 @@ class ExperimentKeysTest(KeyTestCase):
         self.write_host_json()
         with mock.patch.dict(os.environ, {keys.ENV_KEY: self.keys.secret("alice")}):
             self.assertEqual(self.connect().get_status(), "RUNNING")
+
+    def test_connect_by_id_refuses_a_host_json_others_could_have_planted(self):
+        self.write_host_json()
+        os.chmod(os.path.join(self.workdir, "keyedexp"), 0o777)
+        with self.assertRaises(PermissionError) as cm:
+            Experiment.connect("keyedexp", workdir=self.workdir, timeout_ms=500,
+                               key_file=self.keys.secret("alice"))
+        self.assertIn("cannot be trusted", str(cm.exception))
+        self.assertEqual(self.router.requests, [])
 
     def test_connect_by_id_without_own_key_asks_for_one(self):
         self.write_host_json()

@@ -141,11 +141,14 @@ class OfferTest(WorkerTestCase):
             release.wait(WAIT)
 
         self.start_worker(train, slots=2)
-        self.host.offer("t1", parameters={"lr": 0.1, "layers": 3}, sequence_id=4, parameter_id=9)
+        self.host.offer("t1", parameters={"lr": 0.1, "layers": 3}, sequence_id=4, parameter_id=9,
+                        lease=(1 << 64) - 1)
         ts = self.host.expect("TS")
-        self.assertEqual(ts.body, {"worker_id": self.wid, "trial_id": "t1", "attempt": 0})
+        self.assertEqual(ts.body, {"worker_id": self.wid, "trial_id": "t1", "attempt": 0,
+                                   "lease": (1 << 64) - 1}, "TS echoes the offer's lease")
         self.host.offer("t2", attempt=1, parameter_id="h-2")
-        self.assertEqual(self.host.expect("TS").body["trial_id"], "t2")
+        ts = self.host.expect("TS")
+        self.assertEqual((ts.body["trial_id"], ts.body["lease"]), ("t2", None))
         self.host.offer("t3")
         tj = self.host.expect("TJ")
         self.assertEqual(tj.body, {"worker_id": self.wid, "trial_id": "t3", "attempt": 0, "reason": "no free slot"})

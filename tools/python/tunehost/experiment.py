@@ -42,7 +42,7 @@ import time
 from typing import Any, List, Optional
 
 from tunehost.control import DEFAULT_TIMEOUT_MS, ControlClient, ControlError, ControlTimeout
-from tunehost.keys import KeyFileError, server_key_from_host_info
+from tunehost.keys import KeyFileError, server_key_from_host_info, untrusted_path
 
 __all__ = ["Experiment", "TrialJob", "TrialHyperParameters", "TrialMetricData", "TrialResult",
            "ControlError", "ControlTimeout", "KeyFileError", "parse_duration", "DEFAULT_WORKDIR"]
@@ -635,8 +635,14 @@ class Experiment:
 
     def _read_host_file(self):
         try:
+            for path in (os.path.dirname(self.host_file), self.host_file):
+                problem = untrusted_path(path)
+                if problem:
+                    raise PermissionError(problem)
             with open(self.host_file, encoding="utf-8") as f:
                 return json.load(f)
+        except PermissionError:
+            raise
         except (OSError, ValueError):
             return None  # not there yet, or caught half-written
 

@@ -27,7 +27,8 @@ import os
 import stat
 
 __all__ = ["ClientKeys", "KeyFileError", "ENV_KEY", "ENV_SERVER_KEY", "read_key_file", "load_keys",
-           "resolve_keys", "server_key_from_host_info", "default_key_files", "apply", "is_z85_key"]
+           "resolve_keys", "server_key_from_host_info", "default_key_files", "apply", "is_z85_key",
+           "untrusted_path"]
 
 ENV_KEY = "TUNEHOST_KEY"
 ENV_SERVER_KEY = "TUNEHOST_SERVER_KEY"
@@ -195,10 +196,29 @@ def load_keys(key_file, server_key_file, server_key=None):
 def resolve_keys(key_file=None, server_key_file=None, host_info=None, environ=None):
     """:func:`load_keys` with the defaults applied: ``None`` file arguments
     come from ``$TUNEHOST_KEY`` / ``$TUNEHOST_SERVER_KEY``, and a host.json
-    dict (``host_info``) gives the server key when no server key file does."""
+    dict (``host_info``) gives the server key when no server key file does.
+    A key from ``$TUNEHOST_KEY`` is used only with a host that authenticates
+    (one exported for a cluster's host does not get in the way of a local,
+    keyless one)."""
+    key_from_environment = key_file is None
     key_file, server_key_file = default_key_files(key_file, server_key_file, environ)
     server_key = None if server_key_file else server_key_from_host_info(host_info)
+    if key_from_environment and not server_key_file and server_key is None:
+        key_file = None
     return load_keys(key_file, server_key_file, server_key)
+
+
+def untrusted_path(path):
+    """Why ``path`` (a host.json, an experiment folder) cannot be trusted to say
+    where to connect, or ``None``: as ssh checks its files, it must belong to
+    this user (or root) and be writable by nobody else."""
+    st = os.stat(path)
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{path} belongs to user id {st.st_uid}, not to you: refusing to trust it"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"{path} has permissions {stat.S_IMODE(st.st_mode):04o}: others may change it, "
+                "so it cannot be trusted (chmod go-w)")
+    return None
 
 
 def apply(socket, keys):

@@ -194,6 +194,7 @@ NEW_TRIAL_JOB_BODY = (
     _f("parameter_source", "enum", True, PARAMETER_SOURCES),
     _f("parameter_index", "uint32", False),
     _f("parameters", "map", True, MAX_PARAMETERS),
+    _f("lease", "uint64", False),
 )
 
 SCHEMA = collections.OrderedDict([
@@ -257,6 +258,7 @@ SCHEMA = collections.OrderedDict([
         _f("worker_id", "str"),
         _f("trial_id", "str"),
         _f("attempt", "uint32"),
+        _f("lease", "uint64", False),
     )),
     (TRIAL_REJECTED, (
         _f("worker_id", "str"),

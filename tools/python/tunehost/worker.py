@@ -504,13 +504,15 @@ class Worker:
             log.warning("dropped TR without a valid trial_id/attempt")
             return
         reply = {"worker_id": self.worker_id, "trial_id": trial_id, "attempt": attempt}
+        # TS echoes the offer's lease (wire-format.md §5.3); TJ has none.
+        started = dict(reply, lease=job.get("lease"))
         key = (trial_id, attempt)
         start = None
         with self._lock:
             if key in self._trials:
                 # The host lost our TS; answer again without running the trial twice.
                 log.info("repeated offer for running trial %s attempt %d: TS again", trial_id, attempt)
-                self._post_locked(("send", "TS", reply))
+                self._post_locked(("send", "TS", started))
                 return
             if self._stopping:
                 reason = REJECT_SHUTTING_DOWN
@@ -699,7 +701,7 @@ class _IoLoop:
             elif kind == "started":
                 handle = command[1]
                 self.send("TS", {"worker_id": w.worker_id, "trial_id": handle.trial_id,
-                                 "attempt": handle.attempt})
+                                 "attempt": handle.attempt, "lease": handle.job.get("lease")})
                 handle._announced = True
             elif kind == "metric":
                 pending = command[1]

@@ -54,6 +54,8 @@ struct Trial {
   bool assessor_stopped = false;
   bool kill_sent = false;
   bool awaiting_reattach = false;  // restored as running: its worker may come back
+  std::string reattach_worker;     // ... and which worker that is (the stored worker_id)
+  uint64_t lease = 0;              // the current offer's: only its TS may start it
 
   // A new lease: attempt + 1. The previous attempt's results no longer count
   // (wire-format.md §5.3: a trial's metrics are its current attempt's); the
@@ -179,6 +181,10 @@ struct EngineOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   int liveness = 3;
   bool has_assessor = false;
+  // A TS must echo its offer's lease (a host with keys: no worker can start
+  // an attempt offered to another, wire-format.md §9); without, a TS with no
+  // lease is taken from workers that do not echo it.
+  bool require_lease = false;
 };
 
 class Engine {
@@ -244,6 +250,7 @@ class Engine {
   const std::vector<std::string>& ended_order() const { return ended_order_; }
   ParameterIdPool& ids() { return ids_; }
   const EngineOptions& options() const { return options_; }
+  // The trial as a ParameterRecord (no lease: what events and clients see).
   protocol::NewTrialJob JobFor(const Trial& trial) const;
 
   struct Stats {
@@ -319,18 +326,27 @@ class Engine {
   };
   // LW: the workers the host knows.
   const std::unordered_map<std::string, Worker>& workers() const { return workers_; }
+  // Whether a worker id is in use: a worker the host knows, or the one a
+  // restored trial waits for.
+  bool WorkerInUse(const std::string& worker_id) const {
+    return workers_.count(worker_id) != 0 || restored_workers_.count(worker_id) != 0;
+  }
 
  private:
 
   Trial& NewTrial(int64_t parameter_id, protocol::ParameterSource source,
                   protocol::Packed parameters, Clock::time_point now);
   Worker* Seen(const std::string& worker_id, Clock::time_point now);
+  static uint64_t NewLease();
   void Requeue(Trial& trial, bool new_attempt, std::string_view why);
   void Kill(Trial& trial, std::string_view reason);
   void EndTrial(Trial& trial, protocol::TrialStatus status, std::string error,
                 Clock::time_point now);
   void ReconcileRunning(Worker& worker, const std::vector<protocol::RunningTrial>& running,
                         bool from_hello, Clock::time_point now);
+  // Whether `worker_id` may take back a trial the host restored as running
+  // (wire-format.md §5.3): only the worker that ran it.
+  static bool MayReattach(const Trial& trial, const std::string& worker_id);
   void DropWorker(const std::string& worker_id, std::string_view why, Clock::time_point now);
   // A running or offered trial whose worker is gone: offered again as a new
   // attempt, unless its FINAL was accepted, when it ends SUCCEEDED.
@@ -352,6 +368,7 @@ class Engine {
   Clock::time_point started_{};
   std::unordered_map<std::string, Trial> trials_;
   std::unordered_map<std::string, Worker> workers_;
+  std::unordered_set<std::string> restored_workers_;  // workers restored trials waited for
   std::deque<std::string> waiting_;  // trial ids, front first
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
   size_t running_ = 0;              // worker trials running

@@ -12,12 +12,14 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "tunehost/protocol/keys.h"
+#include "tunehost/protocol/limits.h"
 #include "tunehost/protocol/messages.h"
 #include "tunehost/status.h"
 
@@ -36,11 +38,17 @@ struct KeyHolder {
 // The role of a User-Id; nullopt for anything else.
 std::optional<Role> RoleOfUserId(std::string_view user_id);
 
+// The name of the key `tunehost run` makes for its own local workers (a
+// key file of that name in the keys directory is refused).
+inline constexpr char kLocalWorkersKeyName[] = "local";
+
 class KeyRing {
  public:
   // Reads DIR as above. Errors name the file: a missing or loose
-  // server.key_secret, an unreadable certificate, a key in two roles. Other
-  // files are ignored (a role directory may also hold secret files).
+  // server.key_secret, an unreadable certificate, a key in two roles, a key
+  // named like the local workers' one, and any of DIR, its role folders and
+  // its keys that is not this user's or that others may write. Other files
+  // are ignored (a role directory may also hold secret files).
   static Status Load(const std::filesystem::path& dir, KeyRing* out);
 
   const protocol::KeyPair& server() const { return server_; }
@@ -59,11 +67,18 @@ class KeyRing {
 // authentication, a worker's messages are taken only from the key its
 // first message came with, so no key can speak for another key's workers
 // (and their trials: results of a running attempt come only from the worker
-// that runs it, §5.3). Bounded like the workers a host keeps. Loop thread.
+// that runs it, §5.3). Bounded; when full, the ties of ids no longer in use
+// are dropped. Loop thread.
 class WorkerKeys {
  public:
+  static constexpr size_t kMaxTies = 2 * protocol::kMaxWorkers;
   // OK when `worker_id` is new (it is tied to `user` now) or tied to `user`.
-  Status Check(const std::string& worker_id, const std::string& user);
+  // `in_use(id)`: whether the host still knows a worker (or a trial waiting
+  // for it) by that id; asked only when the table is full.
+  Status Check(const std::string& worker_id, const std::string& user,
+               const std::function<bool(const std::string&)>& in_use);
+  // Restores a tie a stored trial names (a resumed host).
+  void Tie(const std::string& worker_id, const std::string& user);
   // The User-Id a worker speaks with ("" when unknown).
   std::string KeyOf(const std::string& worker_id) const {
     auto it = user_of_.find(worker_id);
@@ -73,19 +88,20 @@ class WorkerKeys {
  private:
   std::map<std::string, std::string> user_of_;  // worker id -> User-Id
 };
-// The worker_id of a results-socket message ("" for other messages).
-std::string WorkerIdOf(const protocol::Body& body);
+// The worker_id of a message that has one (nullopt for other messages).
+std::optional<std::string> WorkerIdOf(const protocol::Body& body);
 
 // Which sockets a role may connect to: jobs and results take workers and
 // admins; control and events take every role (requests are checked one by
 // one, RoleMayRequest).
 bool RoleMaySocket(Role role, std::string_view socket);
 // Whether a role may make a control request: viewers the queries (PI ST LT
-// GT JS MT EX), admins everything, workers nothing.
+// GT JS MT EX LW), admins everything, workers nothing.
 bool RoleMayRequest(Role role, const protocol::Body& request);
 
 // Whether every connection to `endpoint` comes from this machine: tcp on
-// 127.0.0.0/8, ::1 or localhost, and ipc and inproc. Anything else needs
+// 127.0.0.0/8 or ::1 (and "localhost", which ZeroMQ cannot bind anyway),
+// and ipc and inproc. Anything else needs
 // CURVE (or the user's --insecure).
 bool IsLoopbackEndpoint(std::string_view endpoint);
 

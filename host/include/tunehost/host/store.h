@@ -30,7 +30,7 @@ namespace tunehost::host {
 
 struct Trial;
 
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 // A trial as the store has it (resume and view rebuild the engine from these).
 struct StoredTrial {
@@ -44,6 +44,7 @@ struct StoredTrial {
   uint32_t attempt = 0;
   uint32_t offers = 0;
   std::string worker_id;
+  std::string worker_key;  // its worker's key (User-Id) on a host with keys; else ""
   std::string error;
   double created = 0, started = 0, ended = 0;  // unix seconds; 0 = not yet
   int64_t end_order = -1;                      // position among ended trials
@@ -79,7 +80,10 @@ class Store {
   void SetMeta(std::string_view key, double value);
   void SetConfig(const std::filesystem::path& source_file, std::string_view yaml);
   void AddSearchSpace(const protocol::Packed& space);
-  void PutTrial(const Trial& t, double created, double started, double ended, int64_t end_order);
+  // `worker_key`: the User-Id of the key its worker speaks with (hosts with
+  // keys), so a resume knows which key may re-attach it.
+  void PutTrial(const Trial& t, double created, double started, double ended, int64_t end_order,
+                std::string_view worker_key = "");
   void AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
                      std::string_view worker_id, std::string_view detail);
   // Keyed by (trial, attempt, type, sequence): a duplicate is ignored.

@@ -22,7 +22,7 @@ struct KeyPair {
 Status GenerateKeyPair(KeyPair* out);
 
 // Writes DIR/NAME.key (public, 0644) and DIR/NAME.key_secret (0600, whatever
-// the umask), creating DIR (0700) when missing. Refuses to overwrite either
+// the umask), creating DIR and its missing parents (0700) when missing. Refuses to overwrite either
 // file, and a NAME that is not a plain file name.
 Status WriteKeyPair(const std::filesystem::path& dir, const std::string& name,
                     const KeyPair& keys);
@@ -38,6 +38,15 @@ Status WritePublicKey(const std::filesystem::path& file, const std::string& publ
 // its group or others may read or write (as ssh refuses such a key), is an
 // error that names the file.
 Status ReadKeyFile(const std::filesystem::path& file, bool need_secret, KeyPair* out);
+
+// Creates `dir` and any missing parent, each made 0700 whatever the umask
+// (folders that exist are left as they are). Files of keys and experiments
+// are their user's (wire-format.md §9).
+Status MakePrivateDirectories(const std::filesystem::path& dir);
+// Whether a file or folder that says who may connect, or where to connect,
+// is safe to trust, as ssh checks its own files: owned by this user (or
+// root) and writable by nobody else. The error names the path and the fix.
+Status CheckTrustedPath(const std::filesystem::path& path);
 
 // True for 40 characters of Z85 that decode to 32 bytes.
 bool IsZ85Key(std::string_view text);

@@ -141,7 +141,13 @@ struct Heartbeat {                                                              
   uint32_t free_slots = 0;
   std::vector<RunningTrial> running;
 };
-struct TrialStarted { std::string worker_id; std::string trial_id; uint32_t attempt = 0; };  // TS
+struct TrialStarted {                                                                    // TS
+  std::string worker_id;
+  std::string trial_id;
+  uint32_t attempt = 0;
+  // The offer's lease, echoed (§5.3); nil from workers that do not echo it.
+  std::optional<uint64_t> lease = std::nullopt;
+};
 struct TrialRejected {                                                                   // TJ
   std::string worker_id;
   std::string trial_id;
@@ -160,6 +166,9 @@ struct NewTrialJob {                                                            
   ParameterSource parameter_source = ParameterSource::kAlgorithm;
   uint32_t parameter_index = 0;
   Packed parameters;
+  // A number only the worker that receives this offer learns; its TS echoes
+  // it, so no other worker can start the offered attempt (§5.3, §9).
+  std::optional<uint64_t> lease = std::nullopt;
 };
 struct SendTrialJobParameter { NewTrialJob job; };                                       // SP (reserved)
 struct KillTrialJob { std::string trial_id; uint32_t attempt = 0; std::string reason; };  // KI
