@@ -373,6 +373,7 @@ class ResumeWithKeysTest(unittest.TestCase):
             thief.hello()
             thief.metric(job, 1, 1e9, kind="FINAL")
             thief.end(job)
+            thief.running = running  # and keeps naming the trial in its heartbeats
         b = workers[-1]
 
         def b_told_superseded():
