@@ -317,9 +317,16 @@ void Engine::OnHeartbeat(const p::Heartbeat& m, Clock::time_point now) {
   Pump(now);
 }
 
+void Engine::StopAwaitingReattach(Trial& t) {
+  if (!t.awaiting_reattach) return;
+  t.awaiting_reattach = false;
+  auto it = restored_waits_.find(t.reattach_worker);
+  if (it != restored_waits_.end() && --it->second == 0) restored_waits_.erase(it);
+}
+
 bool Engine::MayReattach(const Trial& t, const std::string& worker_id) {
   return t.state == TrialState::kOffered && t.awaiting_reattach && !worker_id.empty() &&
-         (t.reattach_worker.empty() || t.reattach_worker == worker_id);
+         t.reattach_worker == worker_id;
 }
 
 void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& running,
@@ -339,8 +346,8 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
       // The worker that ran it before the host restarted re-announces it:
       // take it back instead of running it again.
       offered_.erase(t.id);
+      StopAwaitingReattach(t);
       t.state = TrialState::kRunning;
-      t.awaiting_reattach = false;
       t.worker_id = w.id;
       t.started_at = now;
       w.running.insert(t.id);
@@ -371,20 +378,6 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
 
 Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   Worker* w = Seen(m.worker_id, now);
-  if (w == nullptr && workers_.size() >= p::kMaxWorkers) {
-    return Status::BadState("trial start from worker " + m.worker_id + " refused: " +
-                            std::to_string(p::kMaxWorkers) + " workers is the limit");
-  }
-  if (w == nullptr) {
-    // Started before its hello reached us (or after we dropped it): accept the
-    // trial, ask who it is.
-    Worker& nw = workers_[m.worker_id];
-    nw.id = m.worker_id;
-    nw.slots = 1;
-    nw.last_seen = now;
-    w = &nw;
-    sink_->SendToWorker(m.worker_id, p::HelloRequest{});
-  }
   auto it = trials_.find(m.trial_id);
   if (it == trials_.end()) {
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "unknown trial"});
@@ -400,12 +393,32 @@ Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
     return Status::Ok();
   }
-  if (m.lease ? *m.lease != t.lease : options_.require_lease) {
-    // Not the worker the offer went to (offers are unaddressed; only their
-    // receiver learns the lease): it may not take the attempt (§5.3).
+  // Offers are unaddressed; only the worker an offer reached learns its
+  // lease, so no other may take the attempt (§5.3). A restored trial is
+  // no offer: only its own worker takes it back, by WH.
+  const bool lease_ok = m.lease ? *m.lease == t.lease : !options_.require_lease;
+  if (t.awaiting_reattach || !lease_ok) {
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
-    return Status::BadState("trial start of " + t.id + " from worker " + m.worker_id + ": " +
-                            (m.lease ? "not the lease of its offer" : "no lease"));
+    return Status::BadState(
+        "trial start of " + t.id + " from worker " + m.worker_id + " refused: " +
+        (t.awaiting_reattach ? "it waits for the worker that ran it"
+         : m.lease           ? "not the lease of its offer"
+                             : "no lease (this worker does not echo the offer's lease, which a "
+                               "host with keys needs: wire-format.md §5.3 item 3)"));
+  }
+  if (w == nullptr) {
+    if (workers_.size() >= p::kMaxWorkers) {
+      return Status::BadState("trial start from worker " + m.worker_id + " refused: " +
+                              std::to_string(p::kMaxWorkers) + " workers is the limit");
+    }
+    // Started before its hello reached us (or after we dropped it): accept the
+    // trial, ask who it is.
+    Worker& nw = workers_[m.worker_id];
+    nw.id = m.worker_id;
+    nw.slots = 1;
+    nw.last_seen = now;
+    w = &nw;
+    sink_->SendToWorker(m.worker_id, p::HelloRequest{});
   }
   offered_.erase(t.id);
   t.state = TrialState::kRunning;
@@ -427,6 +440,10 @@ void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
   if (it == trials_.end()) return;
   Trial& t = it->second;
   if (t.state != TrialState::kOffered || t.attempt != m.attempt) return;  // stale
+  // Only the worker the offer reached may hand it back (§5.3), and a
+  // restored trial is no offer (its worker may still run it).
+  const bool lease_ok = m.lease ? *m.lease == t.lease : !options_.require_lease;
+  if (t.awaiting_reattach || !lease_ok) return;
   Requeue(t, /*new_attempt=*/false, "rejected");
   Pump(now);
 }
@@ -474,7 +491,7 @@ void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
   t.state = TrialState::kWaiting;
   t.worker_id.clear();
   t.kill_sent = false;
-  t.awaiting_reattach = false;
+  StopAwaitingReattach(t);
   if (new_attempt) {
     t.NextAttempt();
     ++stats_.reoffers;
@@ -507,7 +524,11 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
     spdlog::debug("metric of superseded attempt {} of trial {} dropped", m.attempt, t.id);
     return Status::Ok();
   }
-  if (from_worker && t.source != p::ParameterSource::kExternal &&
+  if (from_worker && t.source == p::ParameterSource::kExternal) {
+    return Status::BadState("metric for trial " + t.id + " from worker " + m.worker_id +
+                            ": the client that asked for it (GE) runs it and reports it");
+  }
+  if (from_worker &&
       (t.state == TrialState::kRunning ? t.worker_id != m.worker_id
                                        : t.state != TrialState::kEnded &&
                                              !MayReattach(t, m.worker_id))) {
@@ -526,7 +547,7 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
                             " intermediate results per attempt");
   }
   if (t.state == TrialState::kEnded) {
-    if (from_worker && t.source != p::ParameterSource::kExternal && t.worker_id != m.worker_id) {
+    if (from_worker && t.worker_id != m.worker_id) {
       // Only the worker that ran the attempt may still deliver its results.
       return Status::BadState("metric for ended trial " + t.id + " from worker " +
                               m.worker_id + ", which did not run it");
@@ -602,13 +623,17 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
   if (it == trials_.end()) return Status::NotFound("unknown trial " + m.trial_id);
   Trial& t = it->second;
   if (t.state == TrialState::kEnded) return Status::Ok();  // duplicate
+  if (!m.worker_id.empty() && t.source == p::ParameterSource::kExternal) {
+    return Status::BadState("end of trial " + t.id + " from worker " + m.worker_id +
+                            ": the client that asked for it (GE) runs it and reports it");
+  }
   if (t.source != p::ParameterSource::kExternal && t.attempt == m.attempt &&
       MayReattach(t, m.worker_id)) {
     // The host restarted while this worker ran the attempt (a resumed trial
     // waits as an offer): the end counts.
     offered_.erase(t.id);
+    StopAwaitingReattach(t);
     t.state = TrialState::kRunning;
-    t.awaiting_reattach = false;
     t.worker_id = m.worker_id;
     ++running_;
     if (auto w = workers_.find(m.worker_id); w != workers_.end()) w->second.running.insert(t.id);
@@ -648,6 +673,7 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
     }
   } else if (t.state == TrialState::kOffered) {
     offered_.erase(t.id);
+    StopAwaitingReattach(t);
   } else if (t.state == TrialState::kWaiting) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
   }
@@ -917,7 +943,7 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
       r.reattach_worker = std::move(r.worker_id);
       r.worker_id.clear();
       r.awaiting_reattach = true;
-      if (!r.reattach_worker.empty()) restored_workers_.insert(r.reattach_worker);
+      ++restored_waits_[r.reattach_worker];
       r.offered_at = now + reattach_grace - options_.ack_timeout;
       offered_.insert(id);
       break;

@@ -222,7 +222,7 @@ class Writer {
     OptUInt(b.lease);
   }
   void operator()(const TrialRejected& b) {
-    pk_.pack_map(4);
+    pk_.pack_map(5);
     Str(pk_, "worker_id");
     Str(pk_, b.worker_id);
     Str(pk_, "trial_id");
@@ -231,6 +231,8 @@ class Writer {
     pk_.pack_uint32(b.attempt);
     Str(pk_, "reason");
     Str(pk_, b.reason);
+    Str(pk_, "lease");
+    OptUInt(b.lease);
   }
   void operator()(const WorkerBye& b) {
     pk_.pack_map(1);
@@ -845,7 +847,8 @@ Status Read(const Fields& f, TrialRejected* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));
   TH_TRY(f.Str("trial_id", &b->trial_id));
   TH_TRY(f.UInt("attempt", &b->attempt));
-  return f.Text("reason", &b->reason);
+  TH_TRY(f.Text("reason", &b->reason));
+  return f.OptUInt("lease", &b->lease);
 }
 Status Read(const Fields& f, WorkerBye* b) { return f.Str("worker_id", &b->worker_id); }
 Status Read(const Fields& f, NewTrialJob* b) {

@@ -215,9 +215,10 @@ vector("TS_without_lease",
        "TrialStarted from a worker that does not echo leases: nil lease (a host without "
        "keys accepts it, one with keys does not).",
        "TS", 3, {"worker_id": "w", "trial_id": "trial-0001", "attempt": 0, "lease": None})
-vector("TJ", "TrialRejected: no free slot; the host re-queues the trial with the same attempt.",
+vector("TJ", "TrialRejected: no free slot; the host re-queues the trial with the same attempt. "
+       "The offer's lease is echoed.",
        "TJ", 4, {"worker_id": "node1-4242-ab12", "trial_id": "trial-0002", "attempt": 1,
-                 "reason": "no free slot"})
+                 "reason": "no free slot", "lease": 7})
 vector("WB", "WorkerBye: the worker is exiting.", "WB", 5, {"worker_id": "node1-4242-ab12"})
 
 # Host -> worker / watchers.

@@ -349,8 +349,14 @@ TEST_F(EngineTest, WorkersBeyondTheLimitAreRefusedAndKnownOnesStillHeard) {
   Status st = engine_->OnHello(extra, now_);
   EXPECT_EQ(st.code(), Status::Code::kBadState);
   EXPECT_NE(st.message().find(std::to_string(p::kMaxWorkers)), std::string::npos);
+  AnswerRequest();  // T00000 is offered
   st = engine_->OnStarted(p::TrialStarted{"another", "T00000", 0}, now_);
   EXPECT_EQ(st.code(), Status::Code::kBadState) << "a TS must not add a worker past the limit";
+  EXPECT_EQ(engine_->workers().size(), p::kMaxWorkers);
+  // Nor may a refused TS (a trial that does not exist) add one below it.
+  engine_->OnBye(p::WorkerBye{"w1"}, now_);
+  EXPECT_FALSE(engine_->OnStarted(p::TrialStarted{"made-up", "T99999", 0}, now_).ok());
+  EXPECT_EQ(engine_->workers().count("made-up"), 0u);
   p::WorkerHello again;
   again.worker_id = "w0";
   again.slots = 2;
@@ -711,6 +717,38 @@ TEST_F(EngineTest, OnlyTheWorkerWithTheOffersLeaseStartsIt) {
   EXPECT_EQ(engine_->Find(job.trial_id)->worker_id, "w1");
   // What events and clients see of a trial carries no lease.
   EXPECT_FALSE(engine_->JobFor(*engine_->Find(job.trial_id)).lease.has_value());
+}
+
+TEST_F(EngineTest, OnlyTheWorkerWithTheOffersLeaseHandsItBack) {
+  Make([](EngineOptions& o) { o.concurrency = 1; o.require_lease = true; });
+  Hello("w1", 1);
+  AnswerRequest();
+  const p::NewTrialJob job = sink_.jobs.at(0);
+  engine_->OnRejected(p::TrialRejected{"w2", job.trial_id, job.attempt, "no", std::nullopt},
+                      now_);
+  engine_->OnRejected(p::TrialRejected{"w2", job.trial_id, job.attempt, "no", *job.lease + 1},
+                      now_);
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kOffered) << "handed back by w2";
+  engine_->OnRejected(p::TrialRejected{"w1", job.trial_id, job.attempt, "no", job.lease}, now_);
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kWaiting);
+}
+
+TEST_F(EngineTest, ResultsOfAClientsTrialComeOnlyFromTheClient) {
+  // GE: the client runs the trial and reports it on the control socket (no
+  // worker_id); a worker naming it is refused.
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  std::vector<int64_t> ids;
+  ASSERT_OK(engine_->ReserveExternal(1, now_, &ids));
+  auto created = engine_->OnExternalParameters(ids, {{ids.at(0), Params(1)}}, now_);
+  ASSERT_EQ(created.size(), 1u);
+  const p::NewTrialJob job = engine_->JobFor(*created[0]);
+  EXPECT_EQ(TryMetric("w1", job, p::MetricType::kFinal, 0, 1e9).code(), Status::Code::kBadState);
+  EXPECT_EQ(engine_->OnTrialEnd(p::TrialEnd{job.trial_id, job.attempt,
+                                            p::TrialStatus::kSucceeded, "", "w1"}, now_)
+                .code(),
+            Status::Code::kBadState);
+  EXPECT_OK(TryMetric("", job, p::MetricType::kFinal, 0, 0.5));
+  EXPECT_DOUBLE_EQ(engine_->Find(job.trial_id)->final_metric->scalar, 0.5);
 }
 
 TEST_F(EngineTest, WithoutKeysATrialStartedWithoutALeaseIsTaken) {

@@ -435,9 +435,27 @@ TEST_F(ResumeTest, OnlyTheWorkerThatRanARestoredTrialTakesItBack) {
   EXPECT_EQ(t->state, TrialState::kOffered);
   EXPECT_FALSE(t->final_metric.has_value()) << "a result from a worker that never ran it";
   EXPECT_TRUE(sink_.changes.empty());
+  // Nor by a TS: a restored trial is no offer and has no lease.
+  for (std::optional<uint64_t> lease : {std::optional<uint64_t>(0), std::optional<uint64_t>()}) {
+    EXPECT_EQ(engine_->OnStarted(p::TrialStarted{"w-thief", "T00001", 0, lease}, now_).code(),
+              Status::Code::kBadState);
+  }
+  // Nor handed back by a TJ, which would offer the same attempt to another
+  // worker while its own may still run it.
+  engine_->OnRejected(p::TrialRejected{"w-thief", "T00001", 0, "no free slot", 0}, now_);
+  EXPECT_EQ(engine_->Find("T00001")->state, TrialState::kOffered);
+  EXPECT_TRUE(engine_->WorkerInUse("w-old")) << "a restored trial waits for it";
   Hello("w-old", 1, {p::RunningTrial{"T00001", 0, 0}});
   EXPECT_EQ(engine_->Find("T00001")->state, TrialState::kRunning);
   EXPECT_EQ(engine_->Find("T00001")->worker_id, "w-old");
+}
+
+TEST_F(ResumeTest, AWorkerThatDoesNotComeBackIsNoLongerWaitedFor) {
+  EXPECT_TRUE(engine_->WorkerInUse("w-old"));
+  now_ += grace_ + milliseconds(1);
+  engine_->Tick(now_);
+  EXPECT_EQ(engine_->Find("T00001")->attempt, 1u);
+  EXPECT_FALSE(engine_->WorkerInUse("w-old")) << "its id can make room for others' ties";
 }
 
 TEST_F(ResumeTest, ARunningTrialWhoseWorkerIsGoneIsReofferedAfterTheGrace) {

@@ -120,7 +120,7 @@ struct Renderer {
   }
   json operator()(const TrialRejected& b) const {
     return {{"worker_id", b.worker_id}, {"trial_id", b.trial_id}, {"attempt", b.attempt},
-            {"reason", b.reason}};
+            {"reason", b.reason}, {"lease", b.lease ? json(*b.lease) : json(nullptr)}};
   }
   json operator()(const WorkerBye& b) const { return {{"worker_id", b.worker_id}}; }
   json operator()(const NewTrialJob& b) const { return Job(b); }

@@ -397,11 +397,15 @@ class Soak:
                     row = rows.get(key)
                     if row is None or abs(row[0] - float(value)) > 1e-9:
                         missing.append((key, value, row))
+        current_rows = collections.defaultdict(set)  # trial -> attempts of rows not superseded
+        for (trial_id, attempt, _, _), (_, superseded) in rows.items():
+            if not superseded:
+                current_rows[trial_id].add(attempt)
         mixed = []
         for trial_id, row in trials.items():
             if row[4] == "external":
                 continue
-            attempts = {a for (t, a, _, _), (_, sup) in rows.items() if t == trial_id and not sup}
+            attempts = current_rows.get(trial_id, set())
             if attempts - {row[3]}:
                 mixed.append((trial_id, sorted(attempts), row[3]))
         answer = [r[0] for r in self.recoveries]

@@ -242,7 +242,7 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
   last_activity_ = Clock::now();
   const auto reject = [&](const std::string& reason) {
     spdlog::info("trial {}: rejected ({})", TrialName(job), reason);
-    Send(protocol::TrialRejected{options_.id, job.trial_id, job.attempt, reason});
+    Send(protocol::TrialRejected{options_.id, job.trial_id, job.attempt, reason, job.lease});
   };
   if (shutting_down_) return reject("worker shutting down");
   if (orphaned_) return reject("orphaned worker: the host that started it exited");

@@ -151,7 +151,8 @@ class OfferTest(WorkerTestCase):
         self.assertEqual((ts.body["trial_id"], ts.body["lease"]), ("t2", None))
         self.host.offer("t3")
         tj = self.host.expect("TJ")
-        self.assertEqual(tj.body, {"worker_id": self.wid, "trial_id": "t3", "attempt": 0, "reason": "no free slot"})
+        self.assertEqual(tj.body, {"worker_id": self.wid, "trial_id": "t3", "attempt": 0,
+                                   "reason": "no free slot", "lease": None})
 
         hb = self.host.expect("HB", skip=())
         self.assertEqual(hb.body["free_slots"], 0)

@@ -265,6 +265,7 @@ SCHEMA = collections.OrderedDict([
         _f("trial_id", "str"),
         _f("attempt", "uint32"),
         _f("reason", "text", False),
+        _f("lease", "uint64", False),
     )),
     (WORKER_BYE, (_f("worker_id", "str"),)),
     (NEW_TRIAL_JOB, NEW_TRIAL_JOB_BODY),

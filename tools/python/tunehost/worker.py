@@ -503,16 +503,16 @@ class Worker:
         if not isinstance(trial_id, str) or not isinstance(attempt, int):
             log.warning("dropped TR without a valid trial_id/attempt")
             return
-        reply = {"worker_id": self.worker_id, "trial_id": trial_id, "attempt": attempt}
-        # TS echoes the offer's lease (wire-format.md §5.3); TJ has none.
-        started = dict(reply, lease=job.get("lease"))
+        # TS and TJ echo the offer's lease (wire-format.md §5.3 item 3).
+        reply = {"worker_id": self.worker_id, "trial_id": trial_id, "attempt": attempt,
+                 "lease": job.get("lease")}
         key = (trial_id, attempt)
         start = None
         with self._lock:
             if key in self._trials:
                 # The host lost our TS; answer again without running the trial twice.
                 log.info("repeated offer for running trial %s attempt %d: TS again", trial_id, attempt)
-                self._post_locked(("send", "TS", started))
+                self._post_locked(("send", "TS", reply))
                 return
             if self._stopping:
                 reason = REJECT_SHUTTING_DOWN

@@ -329,7 +329,7 @@ class Engine {
   // Whether a worker id is in use: a worker the host knows, or the one a
   // restored trial waits for.
   bool WorkerInUse(const std::string& worker_id) const {
-    return workers_.count(worker_id) != 0 || restored_workers_.count(worker_id) != 0;
+    return workers_.count(worker_id) != 0 || restored_waits_.count(worker_id) != 0;
   }
 
  private:
@@ -347,6 +347,7 @@ class Engine {
   // Whether `worker_id` may take back a trial the host restored as running
   // (wire-format.md §5.3): only the worker that ran it.
   static bool MayReattach(const Trial& trial, const std::string& worker_id);
+  void StopAwaitingReattach(Trial& trial);
   void DropWorker(const std::string& worker_id, std::string_view why, Clock::time_point now);
   // A running or offered trial whose worker is gone: offered again as a new
   // attempt, unless its FINAL was accepted, when it ends SUCCEEDED.
@@ -368,7 +369,8 @@ class Engine {
   Clock::time_point started_{};
   std::unordered_map<std::string, Trial> trials_;
   std::unordered_map<std::string, Worker> workers_;
-  std::unordered_set<std::string> restored_workers_;  // workers restored trials waited for
+  // Workers that restored trials wait for, and how many trials wait.
+  std::unordered_map<std::string, size_t> restored_waits_;
   std::deque<std::string> waiting_;  // trial ids, front first
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
   size_t running_ = 0;              // worker trials running

@@ -71,7 +71,10 @@ class KeyRing {
 // are dropped. Loop thread.
 class WorkerKeys {
  public:
-  static constexpr size_t kMaxTies = 2 * protocol::kMaxWorkers;
+  // Ids in use are at most the workers a host keeps plus the workers
+  // restored trials wait for (each at most kMaxWorkers): twice that leaves
+  // every sweep of a full table at least half of it to reuse.
+  static constexpr size_t kMaxTies = 4 * protocol::kMaxWorkers;
   // OK when `worker_id` is new (it is tied to `user` now) or tied to `user`.
   // `in_use(id)`: whether the host still knows a worker (or a trial waiting
   // for it) by that id; asked only when the table is full.

@@ -153,6 +153,7 @@ struct TrialRejected {                                                          
   std::string trial_id;
   uint32_t attempt = 0;
   std::string reason;
+  std::optional<uint64_t> lease = std::nullopt;  // the offer's lease, echoed (§5.3)
 };
 struct WorkerBye { std::string worker_id; };                                             // WB
 
