@@ -24,9 +24,10 @@ namespace tunehost::host::cli {
 namespace {
 
 // `run` and `resume` once the experiment, its directory and its store are
-// known.
+// known. `keys`: a run's keys, read (and its bind checked) before anything
+// was written; a resume reads the ones it ran with.
 int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& experiment_dir,
-                  Store* store, bool resume) {
+                  Store* store, bool resume, std::unique_ptr<KeyRing> keys = nullptr) {
   fs::path worker_binary;
   Status st = FindWorkerBinary(args.worker_bin, &worker_binary);
   if (!st.ok() && args.local_workers != 0) {
@@ -77,9 +78,10 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   // Keys: the ones given, else (resume) the ones the experiment ran with;
   // a bind beyond loopback needs them (§9) — a resume too.
   SecurityArgs security = args.security;
-  if (security.keys_dir.empty() && resume) security.keys_dir = store->Meta("keys_dir").value_or("");
-  std::unique_ptr<KeyRing> keys;
-  if (int rc = PrepareSecurity(security, options.endpoints, &keys); rc != kExitOk) return rc;
+  if (resume) {
+    if (security.keys_dir.empty()) security.keys_dir = store->Meta("keys_dir").value_or("");
+    if (int rc = PrepareSecurity(security, options.endpoints, &keys); rc != kExitOk) return rc;
+  }
   options.keys = keys.get();
   std::vector<std::string> local_worker_keys;
   if (keys != nullptr && args.local_workers != 0) {
@@ -395,14 +397,13 @@ int CmdRun(const RunArgs& args) {
                  config.spec.id.c_str(), experiment_dir.string().c_str(), config.spec.id.c_str());
     return kExitUsage;
   }
-  {
-    // Refuse a bind or a keys directory before anything is written: a
-    // refused run leaves no experiment behind.
-    std::unique_ptr<KeyRing> keys;
-    const std::string address = args.bind_address.empty() ? "127.0.0.1" : args.bind_address;
-    if (int rc = PrepareSecurity(args.security, FreeEndpoints(address), &keys); rc != kExitOk) {
-      return rc;
-    }
+  // Refuse a bind or a keys directory before anything is written: a
+  // refused run leaves no experiment behind. (--port-base binds the same
+  // address, so the same rule.)
+  std::unique_ptr<KeyRing> keys;
+  const std::string address = args.bind_address.empty() ? "127.0.0.1" : args.bind_address;
+  if (int rc = PrepareSecurity(args.security, FreeEndpoints(address), &keys); rc != kExitOk) {
+    return rc;
   }
   st = MakePrivateDirectory(experiment_dir);
   if (!st.ok()) {
@@ -423,7 +424,8 @@ int CmdRun(const RunArgs& args) {
   store->SetMeta("experiment_id", config.spec.id);
   store->SetMeta("name", config.name);
   store->SetMeta("host_version", kVersion);
-  return RunExperiment(args, std::move(config), experiment_dir, store.get(), /*resume=*/false);
+  return RunExperiment(args, std::move(config), experiment_dir, store.get(), /*resume=*/false,
+                       std::move(keys));
 }
 
 int CmdResume(const RunArgs& args) {
