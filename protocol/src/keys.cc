@@ -119,11 +119,11 @@ Status WriteKeyPair(const fs::path& dir, const std::string& name, const KeyPair&
                             " already exists: not overwriting a key");
   }
   st = WriteNew(secret_file,
-                       Header("**Secret**", "DO NOT PROVIDE THIS FILE TO OTHER USERS nor change "
-                                            "its permissions.") +
-                           "    public-key = \"" + keys.public_key + "\"\n" +
-                           "    secret-key = \"" + keys.secret_key + "\"\n",
-                       0600);
+                Header("**Secret**", "DO NOT PROVIDE THIS FILE TO OTHER USERS nor change "
+                                     "its permissions.") +
+                    "    public-key = \"" + keys.public_key + "\"\n" +
+                    "    secret-key = \"" + keys.secret_key + "\"\n",
+                0600);
   if (!st.ok()) return st;
   st = WritePublicKey(public_file, keys.public_key);
   if (!st.ok()) unlink(secret_file.c_str());
