@@ -3,7 +3,7 @@
 # Idempotent: apt-get skips what is already installed.
 # Usage: tools/setup-debian.sh [--test]
 #   --test  also what only the test suite uses: clang and libFuzzer (fuzzing),
-#           a one-node Slurm with munge (tests/cluster), iproute2 (network
+#           a one-node Slurm with munge and procps (tests/cluster), iproute2 (network
 #           namespaces for the two-machine test), python3-yaml (manifest checks)
 set -euo pipefail
 SUDO=""
@@ -11,7 +11,7 @@ if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 test_packages=()
 if [[ ${1:-} == --test ]]; then
   test_packages=(clang libclang-rt-14-dev slurmctld slurmd slurm-client munge iproute2
-                 python3-yaml)
+                 procps python3-yaml)
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

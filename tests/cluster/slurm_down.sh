@@ -102,6 +102,11 @@ left=$(mine)
 if [ -n "$left" ]; then
   log "processes still alive: $left"; exit 1
 fi
+# cgroup file systems slurm_up.sh mounted for slurmd (a chroot had none)
+if [ -f "$D/mounts" ]; then
+  tac "$D/mounts" | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  rm -f "$D/mounts"
+fi
 [ $RM = 1 ] && rm -rf "$D"
 log "stopped ($D)"
 exit 0
