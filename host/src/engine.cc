@@ -916,7 +916,7 @@ void Engine::UpdateStatus(Clock::time_point now) {
   }
 }
 
-// --- resume (issue #5) ---
+// --- resume (wire-format.md §5.3) ---
 
 void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds reattach_grace) {
   const std::string id = t.id;
@@ -972,7 +972,7 @@ Clock::duration Engine::elapsed(Clock::time_point now) const {
   return now - started_;
 }
 
-// --- control (issue #5) ---
+// --- control (wire-format.md §4.2) ---
 
 std::vector<const Trial*> Engine::TrialsInOrder() const {
   std::vector<const Trial*> out;
@@ -1070,7 +1070,7 @@ Status Engine::UpdateLimits(std::optional<uint32_t> concurrency,
   return Status::Ok();
 }
 
-// --- trial events and middleware (issue #5) ---
+// --- trial events and middleware ---
 
 size_t Engine::IdleSlots() const {
   const size_t free = free_slots();

@@ -140,7 +140,7 @@ vector("AD", "AddCustomizedTrialJob: queue a trial with user-chosen parameters."
 vector("TE", "Terminate: the host shuts down after replying ok; empty body.", "TE", 8, {})
 vector("PI", "Ping: ask the host for its status; empty body.", "PI", 9, {})
 
-# Control API (issue #5).
+# Control API (wire-format.md §4.2).
 vector("ST", "GetStatus: the experiment's ExperimentStatusInfo; empty body.", "ST", 20, {})
 vector("LT_filtered_page",
        "ListTrials: the second page of 10 SUCCEEDED trials, in sequence order.",

@@ -1,4 +1,4 @@
-// The control API of issue #5 (wire-format.md §4.2: ST LT GT JS MT EX UX KT)
+// The control API (wire-format.md §4.2: ST LT GT JS MT EX UX KT)
 // against a real Server on loopback: the test plays a worker with real
 // ZeroMQ sockets and a control client with a DEALER, and checks reply data
 // field by field and every error code.

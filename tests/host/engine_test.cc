@@ -854,7 +854,7 @@ TEST_F(EngineTest, StopEndsEveryOpenTrialOnceAsUserCanceled) {
   EXPECT_EQ(sink_.jobs.size(), 3u);
 }
 
-// --- control (issue #5): KillTrial, UpdateLimits, listing ---
+// --- control: KillTrial, UpdateLimits, listing ---
 
 TEST_F(EngineTest, KillTrialOfRunningTrialSendsKiAndEndsUserCanceledOnItsEnd) {
   Make([](EngineOptions& o) { o.concurrency = 1; });

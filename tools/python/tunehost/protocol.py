@@ -45,7 +45,7 @@ IMPORT_DATA = "FD"
 ADD_CUSTOMIZED_TRIAL_JOB = "AD"
 TERMINATE = "TE"
 PING = "PI"
-# Control API (issue #5): queries and changes of a running experiment.
+# Control API (wire-format.md §4.2): queries and changes of a running experiment.
 GET_STATUS = "ST"
 LIST_TRIALS = "LT"
 GET_TRIAL = "GT"

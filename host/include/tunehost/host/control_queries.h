@@ -1,4 +1,4 @@
-// The control API of issue #5 (wire-format.md §4.2: ST LT GT JS MT EX UX
+// The control API (wire-format.md §4.2: ST LT GT JS MT EX UX
 // KT): the reply data built from the engine's state. Pure functions on the
 // loop thread; the server only dispatches to AnswerControl.
 #pragma once

@@ -259,7 +259,7 @@ class Engine {
   const Stats& stats() const { return stats_; }
   size_t free_slots() const;  // announced by live workers, minus running
 
-  // --- resume (issue #5) ---
+  // --- resume (wire-format.md §5.3) ---
   // Before Start(): rebuilds one trial from the store. Ended trials keep
   // their status and count against the budget (restore them in end order);
   // a trial that was running waits `reattach_grace` for its worker to
@@ -274,7 +274,7 @@ class Engine {
   // Run time counted against max_duration (including before a restart).
   Clock::duration elapsed(Clock::time_point now) const;
 
-  // --- ExecutionEngine operations (issue #5) ---
+  // --- ExecutionEngine operations ---
   // Submits a trial with these parameters (source customized), as AD does.
   Status Submit(protocol::Packed parameters, Clock::time_point now, const Trial** added) {
     return AddCustomized(std::move(parameters), now, added);
@@ -289,7 +289,7 @@ class Engine {
   // Middleware stages, applied in the order added.
   void AddMiddleware(std::unique_ptr<TrialMiddleware> middleware);
 
-  // --- control (issue #5) ---
+  // --- control (wire-format.md §4.2) ---
   // Every trial, sorted by sequence_id (built per call: trials_ is unordered,
   // and trials also arrive through Restore).
   std::vector<const Trial*> TrialsInOrder() const;

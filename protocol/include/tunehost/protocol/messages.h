@@ -85,7 +85,7 @@ struct ImportData { std::vector<ImportRecord> data; };                          
 struct AddCustomizedTrialJob { Packed parameters; };                                     // AD
 struct Terminate {};                                                                     // TE
 struct Ping {};                                                                          // PI
-// Control API (issue #5): queries and changes of a running experiment.
+// Control API (wire-format.md §4.2): queries and changes of a running experiment.
 struct GetStatus {};                                                                     // ST
 struct ListTrials {                                                                      // LT
   std::optional<std::string> status;  // a trial status (WAITING, RUNNING, SUCCEEDED, ...)
