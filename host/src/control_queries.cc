@@ -104,24 +104,6 @@ void WriteTrial(Writer& w, const Trial& t, const ControlClock& clock) {
   w.Key("error").Str(t.error);
 }
 
-// The best SUCCEEDED final result; ties keep the earlier trial, and a
-// non-finite value never wins.
-const Trial* BestTrial(const Engine& engine, bool maximize) {
-  const Trial* best = nullptr;
-  for (const Trial* t : engine.TrialsInOrder()) {
-    if (t->state != TrialState::kEnded || t->status != p::TrialStatus::kSucceeded ||
-        !t->final_metric || !std::isfinite(t->final_metric->scalar)) {
-      continue;
-    }
-    double v = t->final_metric->scalar;
-    if (best == nullptr || (maximize ? v > best->final_metric->scalar
-                                     : v < best->final_metric->scalar)) {
-      best = t;
-    }
-  }
-  return best;
-}
-
 // Run time of the experiment: until now while it runs; for a finished one,
 // until its last trial ended (DONE, STOPPED and ERROR do not age).
 double ElapsedSeconds(const Engine& engine, Clock::time_point now) {
@@ -130,11 +112,7 @@ double ElapsedSeconds(const Engine& engine, Clock::time_point now) {
   if (engine.started_at() != Clock::time_point{} &&
       (s == ExperimentStatus::kDone || s == ExperimentStatus::kStopped ||
        (s == ExperimentStatus::kError && engine.finished()))) {
-    Clock::time_point last = engine.started_at();
-    for (const Trial* t : engine.TrialsInOrder()) {
-      if (t->state == TrialState::kEnded && t->ended_at > last) last = t->ended_at;
-    }
-    until = std::min(last, now);
+    until = std::min(std::max(engine.started_at(), engine.last_ended_at()), now);
   }
   double seconds = std::chrono::duration<double>(engine.elapsed(until)).count();
   return seconds > 0 ? seconds : 0.0;
@@ -217,7 +195,8 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
   w.Key("counts");
   WriteCounts(w, engine);
   w.Key("best");
-  if (const Trial* best = BestTrial(engine, mode == "maximize")) {
+  // Ties keep the earlier trial; a non-finite value never wins.
+  if (const Trial* best = engine.BestTrial(mode == "maximize")) {
     w.Map(3);
     w.Key("trial_id").Str(best->id);
     w.Key("sequence_id").UInt(best->sequence_id);

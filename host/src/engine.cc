@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -143,13 +144,72 @@ const Trial* Engine::Find(const std::string& trial_id) const {
   return it == trials_.end() ? nullptr : &it->second;
 }
 
-size_t Engine::free_slots() const {
-  size_t free = 0;
+Engine::FreeSlots Engine::CountFreeSlots() const {
+  FreeSlots free;
   for (const auto& [id, w] : workers_) {
-    if (!w.blocked && w.slots > w.running.size()) free += w.slots - w.running.size();
+    if (w.blocked || w.slots <= w.running.size()) continue;
+    free.all += w.slots - w.running.size();
+    if (!w.addressed) free.push += w.slots - w.running.size();
   }
   return free;
 }
+
+bool Engine::Addressable(const Worker& w) const {
+  return w.addressed && !w.blocked && w.slots > w.running.size() + w.offered &&
+         subscribed_.count(w.id) != 0;
+}
+
+void Engine::MaybeReady(Worker& w) {
+  if (w.in_ready || !Addressable(w)) return;
+  w.in_ready = true;
+  ready_.push_back(w.id);
+}
+
+Engine::Worker* Engine::NextAddressable() {
+  // Entries are checked as they come out (a worker may have filled up, gone,
+  // or come back under the same id since it went in): O(1) per offer,
+  // whatever the number of workers.
+  while (!ready_.empty()) {
+    std::string id = std::move(ready_.front());
+    ready_.pop_front();
+    auto it = workers_.find(id);
+    if (it == workers_.end()) continue;
+    Worker& w = it->second;
+    w.in_ready = false;
+    if (!Addressable(w)) continue;
+    if (w.slots > w.running.size() + w.offered + 1) {  // room after this offer too
+      w.in_ready = true;
+      ready_.push_back(std::move(id));
+    }
+    return &w;
+  }
+  return nullptr;
+}
+
+void Engine::CloseOffer(Trial& t) {
+  offered_.erase(t.id);
+  if (t.offered_to.empty()) return;
+  --addressed_out_;
+  if (auto w = workers_.find(t.offered_to); w != workers_.end()) {
+    if (w->second.offered > 0) --w->second.offered;
+    MaybeReady(w->second);
+  }
+  t.offered_to.clear();
+}
+
+void Engine::OnSubscription(const std::string& worker_id, bool subscribed) {
+  if (!subscribed) {
+    subscribed_.erase(worker_id);
+    return;
+  }
+  if (!subscribed_.insert(worker_id).second) return;
+  if (auto w = workers_.find(worker_id); w != workers_.end()) {
+    MaybeReady(w->second);
+    Pump(Clock::now());
+  }
+}
+
+void Engine::ClearSubscriptions() { subscribed_.clear(); }
 
 uint64_t Engine::NewLease() {
   // Unpredictable, so a worker that saw other offers cannot guess one it
@@ -184,6 +244,7 @@ Trial& Engine::NewTrial(int64_t parameter_id, p::ParameterSource source, p::Pack
   Trial& t = trials_[id];
   t.id = id;
   t.sequence_id = next_sequence_++;
+  in_order_.push_back(&t);  // sequence ids only grow here
   t.parameter_id = parameter_id;
   t.source = source;
   t.parameters = std::move(parameters);
@@ -279,6 +340,7 @@ Engine::Worker* Engine::Seen(const std::string& worker_id, Clock::time_point now
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return nullptr;
   it->second.last_seen = now;
+  MaybeReady(it->second);
   return &it->second;
 }
 
@@ -297,10 +359,13 @@ Status Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
   w.extra = m.resources.extra;
   w.last_seen = now;
   w.blocked = false;
+  w.addressed = m.addressed_offers();
   if (fresh) {
-    spdlog::info("worker {} joined: {} slot(s), {} GPU(s), {} {}", m.worker_id, m.slots,
-                 m.resources.gpus, m.language, m.version);
+    spdlog::info("worker {} joined: {} slot(s), {} GPU(s), {} {}{}", m.worker_id, m.slots,
+                 m.resources.gpus, m.language, m.version,
+                 w.addressed ? ", addressed offers" : "");
   }
+  MaybeReady(w);
   ReconcileRunning(w, m.running, /*from_hello=*/true, now);
   Pump(now);
   return Status::Ok();
@@ -313,6 +378,7 @@ void Engine::OnHeartbeat(const p::Heartbeat& m, Clock::time_point now) {
     return;
   }
   w->blocked = false;
+  MaybeReady(*w);
   ReconcileRunning(*w, m.running, /*from_hello=*/false, now);
   Pump(now);
 }
@@ -345,7 +411,7 @@ void Engine::ReconcileRunning(Worker& w, const std::vector<p::RunningTrial>& run
     if (current && from_hello && MayReattach(t, w.id)) {
       // The worker that ran it before the host restarted re-announces it:
       // take it back instead of running it again.
-      offered_.erase(t.id);
+      CloseOffer(t);
       StopAwaitingReattach(t);
       t.state = TrialState::kRunning;
       t.worker_id = w.id;
@@ -396,12 +462,16 @@ Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
   // Offers are unaddressed; only the worker an offer reached learns its
   // lease, so no other may take the attempt (§5.3). A restored trial is
   // no offer: only its own worker takes it back, by WH.
+  // An addressed offer (§5.2) is taken only by its addressee: its lease
+  // travelled on a topic other subscribers may read.
   const bool lease_ok = m.lease ? *m.lease == t.lease : !options_.require_lease;
-  if (t.awaiting_reattach || !lease_ok) {
+  const bool addressee_ok = t.offered_to.empty() || t.offered_to == m.worker_id;
+  if (t.awaiting_reattach || !lease_ok || !addressee_ok) {
     sink_->SendToWorker(m.worker_id, p::KillTrialJob{m.trial_id, m.attempt, "superseded"});
     return Status::BadState(
         "trial start of " + t.id + " from worker " + m.worker_id + " refused: " +
         (t.awaiting_reattach ? "it waits for the worker that ran it"
+         : !addressee_ok     ? "its offer was addressed to worker " + t.offered_to
          : m.lease           ? "not the lease of its offer"
                              : "no lease (this worker does not echo the offer's lease, which a "
                                "host with keys needs: wire-format.md §5.3 item 3)"));
@@ -420,7 +490,7 @@ Status Engine::OnStarted(const p::TrialStarted& m, Clock::time_point now) {
     w = &nw;
     sink_->SendToWorker(m.worker_id, p::HelloRequest{});
   }
-  offered_.erase(t.id);
+  CloseOffer(t);
   t.state = TrialState::kRunning;
   t.worker_id = m.worker_id;
   t.started_at = now;
@@ -443,7 +513,8 @@ void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
   // Only the worker the offer reached may hand it back (§5.3), and a
   // restored trial is no offer (its worker may still run it).
   const bool lease_ok = m.lease ? *m.lease == t.lease : !options_.require_lease;
-  if (t.awaiting_reattach || !lease_ok) return;
+  const bool addressee_ok = t.offered_to.empty() || t.offered_to == m.worker_id;
+  if (t.awaiting_reattach || !lease_ok || !addressee_ok) return;
   Requeue(t, /*new_attempt=*/false, "rejected");
   Pump(now);
 }
@@ -481,10 +552,13 @@ void Engine::WorkerLost(Trial& t, std::string_view why, Clock::time_point now) {
 void Engine::Requeue(Trial& t, bool new_attempt, std::string_view why) {
   if (t.state == TrialState::kRunning) {
     auto w = workers_.find(t.worker_id);
-    if (w != workers_.end()) w->second.running.erase(t.id);
+    if (w != workers_.end()) {
+      w->second.running.erase(t.id);
+      MaybeReady(w->second);
+    }
     --running_;
   } else if (t.state == TrialState::kOffered) {
-    offered_.erase(t.id);
+    CloseOffer(t);
   } else {
     return;
   }
@@ -631,7 +705,7 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
       MayReattach(t, m.worker_id)) {
     // The host restarted while this worker ran the attempt (a resumed trial
     // waits as an offer): the end counts.
-    offered_.erase(t.id);
+    CloseOffer(t);
     StopAwaitingReattach(t);
     t.state = TrialState::kRunning;
     t.worker_id = m.worker_id;
@@ -665,14 +739,17 @@ Status Engine::OnTrialEnd(const p::TrialEnd& m, Clock::time_point now) {
 void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock::time_point now) {
   if (t.state == TrialState::kRunning) {
     auto w = workers_.find(t.worker_id);
-    if (w != workers_.end()) w->second.running.erase(t.id);
+    if (w != workers_.end()) {
+      w->second.running.erase(t.id);
+      MaybeReady(w->second);
+    }
     if (t.source != p::ParameterSource::kExternal) {
       --running_;
     } else {
       --external_running_;
     }
   } else if (t.state == TrialState::kOffered) {
-    offered_.erase(t.id);
+    CloseOffer(t);
     StopAwaitingReattach(t);
   } else if (t.state == TrialState::kWaiting) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), t.id));
@@ -690,6 +767,7 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
     t.final_metric = t.periodical.rbegin()->second;
     t.final_synthesized = true;
   }
+  CountEnded(t);
   ended_order_.push_back(t.id);
   quiet_ = false;
   sink_->TrialChanged(t, "ended", t.error);
@@ -848,11 +926,17 @@ void Engine::Pump(Clock::time_point now) {
   }
   // Offers: never more than free slots, never more than the concurrency,
   // never more than kMaxInflightOffers out at once.
-  size_t free = free_slots();
+  const FreeSlots slots = CountFreeSlots();
+  const size_t free = slots.all;
   size_t capacity = free > offered_.size() ? free - offered_.size() : 0;
   capacity = std::min(capacity, p::kMaxInflightOffers > offered_.size()
                                     ? p::kMaxInflightOffers - offered_.size()
                                     : size_t{0});
+  // The jobs socket's round robin is for workers that take no addressed
+  // offers: the free slots of the others are offered only by address (one
+  // whose subscription is not seen yet waits for it, §5.2).
+  const size_t push_offered = offered_.size() - addressed_out_;
+  size_t push_capacity = slots.push > push_offered ? slots.push - push_offered : 0;
   while (capacity > 0 && !waiting_.empty() &&
          offered_.size() + running_ < options_.concurrency) {
     Trial& t = trials_.at(waiting_.front());
@@ -860,11 +944,22 @@ void Engine::Pump(Clock::time_point now) {
     t.lease = NewLease();
     p::NewTrialJob job = JobFor(t);
     job.lease = t.lease;
-    if (!sink_->SendJob(job)) break;
+    // Addressed to a worker with a free slot when one takes addressed
+    // offers; else through the jobs socket's round robin (§5.2).
+    Worker* to = NextAddressable();
+    if (to == nullptr && push_capacity == 0) break;
+    if (!(to != nullptr ? sink_->SendJobTo(to->id, job) : sink_->SendJob(job))) break;
+    if (to == nullptr) --push_capacity;
     waiting_.pop_front();
     t.state = TrialState::kOffered;
     ++t.offers;
     offered_.insert(t.id);
+    if (to != nullptr) {
+      t.offered_to = to->id;
+      ++to->offered;
+      ++addressed_out_;
+      ++stats_.addressed;
+    }
     ++stats_.offers;
     --capacity;
   }
@@ -921,6 +1016,10 @@ void Engine::UpdateStatus(Clock::time_point now) {
 void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds reattach_grace) {
   const std::string id = t.id;
   Trial& r = trials_[id] = std::move(t);
+  if (!in_order_.empty() && in_order_.back()->sequence_id > r.sequence_id) {
+    in_order_sorted_ = false;
+  }
+  in_order_.push_back(&r);
   next_sequence_ = std::max(next_sequence_, r.sequence_id + 1);
   ++stats_.created;
   if (r.state != TrialState::kEnded && r.source == p::ParameterSource::kCustomized) {
@@ -929,6 +1028,7 @@ void Engine::Restore(Trial t, Clock::time_point now, std::chrono::milliseconds r
   switch (r.state) {
     case TrialState::kEnded:
       ended_order_.push_back(id);
+      CountEnded(r);
       for (auto& m : middleware_) m->OnEnded(r);
       break;
     case TrialState::kRunning:
@@ -974,13 +1074,13 @@ Clock::duration Engine::elapsed(Clock::time_point now) const {
 
 // --- control (wire-format.md §4.2) ---
 
-std::vector<const Trial*> Engine::TrialsInOrder() const {
-  std::vector<const Trial*> out;
-  out.reserve(trials_.size());
-  for (const auto& [id, trial] : trials_) out.push_back(&trial);
-  std::sort(out.begin(), out.end(),
-            [](const Trial* a, const Trial* b) { return a->sequence_id < b->sequence_id; });
-  return out;
+const std::vector<const Trial*>& Engine::TrialsInOrder() const {
+  if (!in_order_sorted_) {
+    std::sort(in_order_.begin(), in_order_.end(),
+              [](const Trial* a, const Trial* b) { return a->sequence_id < b->sequence_id; });
+    in_order_sorted_ = true;
+  }
+  return in_order_;
 }
 
 std::string_view Engine::ControlStatus(const Trial& t) {
@@ -994,19 +1094,38 @@ std::string_view Engine::ControlStatus(const Trial& t) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> Engine::CountsByStatus() const {
+  // Every waiting trial is in waiting_, every offered one in offered_, every
+  // running one counted in running_ or external_running_ (the engine keeps
+  // them in step with Trial::state); ended ones are counted as they end.
   constexpr size_t kN = std::size(p::kControlTrialStatuses);
-  uint64_t counts[kN] = {};
-  for (const auto& [id, trial] : trials_) {
-    std::string_view s = ControlStatus(trial);
-    for (size_t i = 0; i < kN; ++i) {
-      if (s == p::kControlTrialStatuses[i]) ++counts[i];
-    }
-  }
+  static_assert(kN == 2 + std::size(decltype(ended_counts_){}));
+  uint64_t counts[kN] = {waiting_.size() + offered_.size(), running_ + external_running_};
+  for (size_t i = 2; i < kN; ++i) counts[i] = ended_counts_[i - 2];
   std::vector<std::pair<std::string, uint64_t>> out;
   for (size_t i = 0; i < kN; ++i) {
     if (counts[i] != 0) out.emplace_back(p::kControlTrialStatuses[i], counts[i]);
   }
   return out;
+}
+
+void Engine::CountEnded(const Trial& t) {
+  // A stored trial whose status did not read back counts as FAILED, as
+  // ControlStatus shows it.
+  ++ended_counts_[static_cast<size_t>(t.status.value_or(p::TrialStatus::kFailed))];
+  if (t.ended_at > last_ended_at_) last_ended_at_ = t.ended_at;
+  if (t.status != p::TrialStatus::kSucceeded || !t.final_metric ||
+      !std::isfinite(t.final_metric->scalar)) {
+    return;
+  }
+  const double v = t.final_metric->scalar;
+  auto better = [&](const Trial* best, bool maximize) {
+    if (best == nullptr) return true;
+    const double b = best->final_metric->scalar;
+    if (v != b) return maximize ? v > b : v < b;
+    return t.sequence_id < best->sequence_id;  // a tie keeps the earlier trial
+  };
+  if (better(best_max_, true)) best_max_ = &t;
+  if (better(best_min_, false)) best_min_ = &t;
 }
 
 Status Engine::KillTrial(const std::string& id, Clock::time_point now) {
@@ -1073,7 +1192,7 @@ Status Engine::UpdateLimits(std::optional<uint32_t> concurrency,
 // --- trial events and middleware ---
 
 size_t Engine::IdleSlots() const {
-  const size_t free = free_slots();
+  const size_t free = CountFreeSlots().all;
   const size_t capacity = free > offered_.size() ? free - offered_.size() : 0;
   const size_t busy = ActiveCount() + inflight_ids_ + credited_.size();
   const size_t room = options_.concurrency > busy ? options_.concurrency - busy : 0;

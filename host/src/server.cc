@@ -639,12 +639,25 @@ class Server::Impl final : public EngineSink {
     std::string bytes = p::Encode(++next_id_, job);
     auto sent = jobs_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
     jobs_blocked_ = !sent.has_value();
-    if (sent && kill_after_offers_ != 0 && ++offers_sent_ == kill_after_offers_) {
+    if (sent) OfferSent();
+    return sent.has_value();
+  }
+
+  // An addressed offer (wire-format.md §5.2): on the worker's events topic,
+  // which the engine knows is subscribed. The same commit rule as SendJob.
+  bool SendJobTo(const std::string& worker_id, const p::NewTrialJob& job) override {
+    if (!CommitStore()) return false;
+    SendEvent("worker." + worker_id + ".", job);
+    OfferSent();
+    return true;
+  }
+
+  void OfferSent() {
+    if (kill_after_offers_ != 0 && ++offers_sent_ == kill_after_offers_) {
       // Fault injection for the tests (TUNEHOST_FAILPOINT): die the way
       // a host killed right after an offer does.
       raise(SIGKILL);
     }
-    return sent.has_value();
   }
 
   void SendToWorker(const std::string& worker_id, p::Body body) override {
@@ -1051,6 +1064,15 @@ class Server::Impl final : public EngineSink {
       } else {
         subscription_bytes_ -= std::min(subscription_bytes_, topic);
       }
+      // A worker's own topic "worker.<id>.": offers may be addressed to it.
+      const std::string_view name(reinterpret_cast<const char*>(data) + 1, topic);
+      constexpr std::string_view kWorkerTopic = "worker.";
+      if (name.size() > kWorkerTopic.size() + 1 &&
+          name.substr(0, kWorkerTopic.size()) == kWorkerTopic && name.back() == '.') {
+        engine_.OnSubscription(
+            std::string(name.substr(kWorkerTopic.size(), name.size() - kWorkerTopic.size() - 1)),
+            data[0] == 1);
+      }
       if (subscription_bytes_ > p::kMaxSubscriptionTopicBytes) {
         spdlog::error("events socket: distinct subscriptions over {} bytes; dropping every "
                       "subscriber (they reconnect and subscribe again)",
@@ -1070,6 +1092,7 @@ class Server::Impl final : public EngineSink {
     ConfigureEvents();
     gate_->Attach(events_, "events");
     subscription_bytes_ = 0;
+    engine_.ClearSubscriptions();
     // The old listener closes asynchronously: the port may be busy a moment.
     for (int tries = 0;; ++tries) {
       try {

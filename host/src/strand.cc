@@ -21,6 +21,10 @@ struct Strand::State {
   bool stopping = false;
   bool finished = false;
   bool warned = false;
+  // A large fleet ending trials together crosses the warning length in
+  // bursts: one line per kWarnInterval at most, with how often it happened.
+  std::chrono::steady_clock::time_point warned_at{};
+  uint64_t crossings = 0;
   std::optional<Busy> busy;
   uint64_t next_task = 0;
 };
@@ -34,6 +38,7 @@ Strand::~Strand() { Stop(); }
 
 void Strand::Post(std::function<void()> task, std::string call) {
   size_t length;
+  uint64_t crossings = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->stopping) return;
@@ -46,12 +51,23 @@ void Strand::Post(std::function<void()> task, std::string call) {
       length = 0;
     } else {
       state_->warned = true;
+      ++state_->crossings;
+      const auto now = std::chrono::steady_clock::now();
+      if (state_->warned_at != std::chrono::steady_clock::time_point{} &&
+          now - state_->warned_at < kWarnInterval) {
+        length = 0;
+      } else {
+        state_->warned_at = now;
+        crossings = std::exchange(state_->crossings, 0);
+      }
     }
   }
   state_->cv.notify_one();
   if (length > 0) {
-    spdlog::warn("{} strand queue length {}: the plugin is slower than events arrive", name_,
-                 length);
+    spdlog::warn("{} strand queue length {}: the plugin is slower than events arrive ({} time(s) "
+                 "in the last {} s)",
+                 name_, length, crossings,
+                 std::chrono::duration_cast<std::chrono::seconds>(kWarnInterval).count());
   }
 }
 

@@ -183,7 +183,7 @@ class Writer {
     Str(pk_, b.worker_id);
   }
   void operator()(const WorkerHello& b) {
-    pk_.pack_map(6);
+    pk_.pack_map(7);
     Str(pk_, "worker_id");
     Str(pk_, b.worker_id);
     Str(pk_, "slots");
@@ -200,6 +200,8 @@ class Writer {
     Str(pk_, b.version);
     Str(pk_, "running");
     Running(b.running);
+    Str(pk_, "offers");
+    OptStr(b.offers);
   }
   void operator()(const Heartbeat& b) {
     pk_.pack_map(3);
@@ -830,7 +832,8 @@ Status Read(const Fields& f, WorkerHello* b) {
   }
   TH_TRY(f.Text("language", &b->language));
   TH_TRY(f.Text("version", &b->version));
-  return ReadRunning(f, &b->running);
+  TH_TRY(ReadRunning(f, &b->running));
+  return f.OptStr("offers", &b->offers);
 }
 Status Read(const Fields& f, Heartbeat* b) {
   TH_TRY(f.Str("worker_id", &b->worker_id));

@@ -200,10 +200,23 @@ vector("WH",
        "WH", 1, {"worker_id": "node1-4242-ab12", "slots": 4,
                  "resources": {"gpus": 1, "extra": {"host": "node1", "mem_gb": 64}},
                  "language": "python", "version": "0.1.0",
-                 "running": [running("trial-0001", 0, 3), running("trial-0009", 2, -1)]})
+                 "running": [running("trial-0001", 0, 3), running("trial-0009", 2, -1)],
+                 "offers": None})
 vector("WH_fresh", "WorkerHello at start: nothing running, no resources beyond one slot.",
        "WH", 1, {"worker_id": "w", "slots": 1, "resources": {"gpus": 0, "extra": {}},
-                 "language": "c++", "version": "0.1.0", "running": []})
+                 "language": "c++", "version": "0.1.0", "running": [], "offers": None})
+vector("WH_addressed",
+       "WorkerHello of a worker that also takes offers on its events topic (§5.2), so the "
+       "host can address each offer to a worker with a free slot.",
+       "WH", 1, {"worker_id": "w7", "slots": 2, "resources": {"gpus": 0, "extra": {}},
+                 "language": "c++", "version": "0.2.0", "running": [],
+                 "offers": "addressed"})
+_wh_old = {"worker_id": "w", "slots": 1, "resources": {"gpus": 0, "extra": {}},
+           "language": "python", "version": "0.1.0", "running": []}
+vector("WH_without_offers",
+       "WorkerHello of a worker written before `offers` was appended: the key is absent, "
+       "which means nil (offers reach it through the jobs socket only).",
+       "WH", 1, dict(_wh_old, offers=None), wire=envelope("WH", 1, _wh_old))
 vector("HB", "Heartbeat: 3 of 4 slots free, one trial running.",
        "HB", 2, {"worker_id": "node1-4242-ab12", "free_slots": 3,
                  "running": [running("trial-0001", 0, 300)]})

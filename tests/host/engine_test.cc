@@ -32,6 +32,16 @@ class RecordingSink : public EngineSink {
   bool SendJob(const p::NewTrialJob& job) override {
     if (!accept_jobs) return false;
     jobs.push_back(job);
+    addressed_to.emplace_back();
+    return true;
+  }
+  // Addressed offers land in `jobs` too; addressed_to[i] names the worker
+  // jobs[i] went to ("" for the jobs socket).
+  std::vector<std::string> addressed_to;
+  bool SendJobTo(const std::string& worker, const p::NewTrialJob& job) override {
+    if (!accept_jobs) return false;
+    jobs.push_back(job);
+    addressed_to.push_back(worker);
     return true;
   }
   void SendToWorker(const std::string& w, p::Body b) override { to_worker.emplace_back(w, b); }
@@ -81,6 +91,16 @@ class EngineTest : public ::testing::Test {
     p::WorkerHello h;
     h.worker_id = w;
     h.slots = slots;
+    engine_->OnHello(h, now_);
+  }
+  // A worker that takes addressed offers (wire-format.md §5.2), its topic
+  // subscribed on the events socket unless `subscribed` is false.
+  void HelloAddressed(const std::string& w, uint32_t slots, bool subscribed = true) {
+    if (subscribed) engine_->OnSubscription(w, true);
+    p::WorkerHello h;
+    h.worker_id = w;
+    h.slots = slots;
+    h.offers = p::WorkerHello::kAddressedOffers;
     engine_->OnHello(h, now_);
   }
   void Heartbeat(const std::string& w, std::vector<p::RunningTrial> running) {
@@ -145,6 +165,10 @@ class EngineTest : public ::testing::Test {
   RecordingSink sink_;
   size_t answered_ = 0;
   int barriers_answered_ = 0;
+  // Every test also checks the engine's incremental views against its trials.
+  void TearDown() override {
+    if (engine_) engine_testing::ExpectIncrementalViewsMatchTrials(*engine_);
+  }
   std::unique_ptr<Engine> engine_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
 };
@@ -1103,6 +1127,86 @@ TEST_F(EngineTest, ASendTrialRacingANoMoreAnswerIsNotLostToDone) {
   Settle();
   EXPECT_EQ(engine_->status(), ExperimentStatus::kDone);
 }
+
+// --- addressed offers (wire-format.md §5.2) ---
+
+TEST_F(EngineTest, OffersAreAddressedToSubscribedWorkersWithFreeSlotsInTurn) {
+  Make([](EngineOptions& o) { o.concurrency = 4; });
+  HelloAddressed("a", 1);
+  HelloAddressed("b", 2);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 3u);
+  std::vector<std::string> to = sink_.addressed_to;
+  std::sort(to.begin(), to.end());
+  EXPECT_EQ(to, (std::vector<std::string>{"a", "b", "b"})) << "one offer per free slot";
+  EXPECT_EQ(engine_->stats().addressed, 3u);
+  // a's slot is taken by its offer: a TS from a frees nothing, an end does.
+  size_t a = std::find(sink_.addressed_to.begin(), sink_.addressed_to.end(), "a") -
+             sink_.addressed_to.begin();
+  Start("a", sink_.jobs[a]);
+  End("a", sink_.jobs[a], p::TrialStatus::kSucceeded);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 4u);
+  EXPECT_EQ(sink_.addressed_to.back(), "a") << "the only worker with a free slot";
+}
+
+TEST_F(EngineTest, OnlyWorkersWithoutAddressedOffersGetTheJobsSocket) {
+  Make([](EngineOptions& o) { o.concurrency = 3; });
+  Hello("old", 1);                                          // no offers: "addressed"
+  HelloAddressed("unsubscribed", 1, /*subscribed=*/false);  // its topic not seen yet
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 1u) << "the jobs socket's round robin is only for old's slot";
+  EXPECT_EQ(sink_.addressed_to, (std::vector<std::string>{""}));
+  // Its subscription arrives: the waiting trial is addressed to it.
+  engine_->OnSubscription("unsubscribed", true);
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.addressed_to.back(), "unsubscribed");
+}
+
+TEST_F(EngineTest, OnlyTheAddresseeMayStartOrHandBackAnAddressedOffer) {
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  HelloAddressed("a", 1);
+  Hello("thief", 1);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 1u);
+  ASSERT_EQ(sink_.addressed_to[0], "a");
+  const p::NewTrialJob job = sink_.jobs[0];
+  // The thief read the lease from a topic prefix: still refused.
+  EXPECT_FALSE(engine_->OnStarted(p::TrialStarted{"thief", job.trial_id, job.attempt, job.lease},
+                                  now_)
+                   .ok());
+  ASSERT_EQ(sink_.Sent<p::KillTrialJob>("thief").size(), 1u);
+  engine_->OnRejected(p::TrialRejected{"thief", job.trial_id, job.attempt, "x", job.lease}, now_);
+  EXPECT_EQ(engine_->Find(job.trial_id)->state, TrialState::kOffered) << "not handed back";
+  ASSERT_OK(engine_->OnStarted(p::TrialStarted{"a", job.trial_id, job.attempt, job.lease}, now_));
+  EXPECT_EQ(engine_->Find(job.trial_id)->worker_id, "a");
+}
+
+TEST_F(EngineTest, ALostAddressedOfferIsOfferedAgainAfterTheAckTimeout) {
+  Make([](EngineOptions& o) {
+    o.concurrency = 1;
+    o.ack_timeout = milliseconds(100);
+  });
+  HelloAddressed("a", 1);
+  AnswerRequest();
+  ASSERT_EQ(sink_.jobs.size(), 1u);
+  Advance(milliseconds(150));  // never answered (the subscriber's queue was full)
+  ASSERT_EQ(sink_.jobs.size(), 2u);
+  EXPECT_EQ(sink_.jobs[1].trial_id, sink_.jobs[0].trial_id);
+  EXPECT_EQ(sink_.jobs[1].attempt, sink_.jobs[0].attempt + 1);
+  EXPECT_EQ(sink_.addressed_to[1], "a") << "its slot was freed with the lost offer";
+}
+
+TEST_F(EngineTest, AGoneSubscriptionHoldsOffersUntilItComesBack) {
+  Make([](EngineOptions& o) { o.concurrency = 2; });
+  HelloAddressed("a", 2);
+  engine_->OnSubscription("a", false);  // a reconnects: its topic is gone for now
+  AnswerRequest();
+  EXPECT_TRUE(sink_.jobs.empty()) << "an offer published now would be lost";
+  engine_->OnSubscription("a", true);
+  EXPECT_EQ(sink_.addressed_to, (std::vector<std::string>{"a", "a"}));
+}
+
 
 }  // namespace
 }  // namespace tunehost::host

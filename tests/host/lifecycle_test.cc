@@ -1,5 +1,6 @@
-// Issue #5 pieces of the host: the experiment store (real SQLite files in a
-// temporary directory), the engine's resume path (Engine::Restore), and its
+// The lifecycle pieces of the host (wire-format.md §5.3): the experiment
+// store (real SQLite files in a temporary directory), the engine's resume
+// path (Engine::Restore), and its
 // ExecutionEngine operations (event callbacks, middleware, idle slots,
 // budget), driven with a small recording sink.
 #include "tunehost/host/store.h"
@@ -378,6 +379,10 @@ class ResumeTest : public ::testing::Test {
   }
 
   MiniSink sink_;
+  // Every test also checks the engine's incremental views against its trials.
+  void TearDown() override {
+    if (engine_) engine_testing::ExpectIncrementalViewsMatchTrials(*engine_);
+  }
   std::unique_ptr<Engine> engine_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
   milliseconds grace_{5000};
@@ -583,6 +588,10 @@ class ExecutionTest : public ::testing::Test {
 
   MiniSink sink_;
   size_t answered_ = 0;
+  // Every test also checks the engine's incremental views against its trials.
+  void TearDown() override {
+    if (engine_) engine_testing::ExpectIncrementalViewsMatchTrials(*engine_);
+  }
   std::unique_ptr<Engine> engine_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
 };

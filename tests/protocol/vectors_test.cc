@@ -108,7 +108,8 @@ struct Renderer {
             {"resources", {{"gpus", b.resources.gpus}, {"extra", Value(b.resources.extra)}}},
             {"language", b.language},
             {"version", b.version},
-            {"running", Running(b.running)}};
+            {"running", Running(b.running)},
+            {"offers", b.offers ? json(*b.offers) : json(nullptr)}};
   }
   json operator()(const Heartbeat& b) const {
     return {{"worker_id", b.worker_id}, {"free_slots", b.free_slots},

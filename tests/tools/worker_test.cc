@@ -347,6 +347,33 @@ TEST_F(WorkerTest, AnswersOffersAndRejectsWhenFull) {
   EXPECT_TRUE(HasTrial(hb->running, "t2"));
 }
 
+TEST_F(WorkerTest, AddressedOffersOnItsEventsTopicAreAnsweredLikeJobs) {
+  // wire-format.md §5.2: WH says offers "addressed"; a TR on the worker's own
+  // topic is an offer, and one for a longer id sharing the prefix is not.
+  StartWorker("sleep 60", {"--slots", "1"});
+  EXPECT_EQ(hello_->offers, std::optional<std::string>("addressed"));
+  NewTrialJob job = MakeJob("a1", 2);
+  job.lease = 77;
+  host_.Publish("worker." + id_ + ".", job);
+  auto started = AwaitStarted("a1");
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->attempt, 2u);
+  EXPECT_EQ(started->lease, std::optional<uint64_t>(77));
+  host_.Publish("worker." + id_ + ".x.", MakeJob("a3"));
+  NewTrialJob full = MakeJob("a2");
+  full.lease = 78;
+  host_.Publish("worker." + id_ + ".", full);
+  auto rejected = host_.Await<TrialRejected>();
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->trial_id, "a2") << "a3 was meant for another worker";
+  EXPECT_EQ(rejected->lease, std::optional<uint64_t>(78));
+  for (const Message& m : host_.log()) {
+    if (const auto* ts = std::get_if<TrialStarted>(&m.body)) {
+      EXPECT_NE(ts->trial_id, "a3");
+    }
+  }
+}
+
 TEST_F(WorkerTest, MetricsAreSequencedResentUntilAckedAndEndFollowsFinalAck) {
   const std::string script = WriteScript("metrics.py", R"(import os
 fd = int(os.environ["TUNEHOST_METRIC_FD"])

@@ -289,6 +289,10 @@ void Worker::OnEvent(const std::vector<zmq::message_t>& frames) {
                  frames.size());
     return;
   }
+  // SUB matches prefixes: "worker.a." also receives what is meant for
+  // "worker.a.b.".
+  const std::string_view topic = frames[0].to_string_view();
+  if (topic != "worker." + options_.id + "." && topic != "worker.*") return;
   protocol::Message message;
   const Status s = protocol::Decode(frames[1].to_string_view(), &message);
   if (!s.ok()) {
@@ -296,7 +300,9 @@ void Worker::OnEvent(const std::vector<zmq::message_t>& frames) {
                  frames[0].to_string(), frames[1].size(), s.ToString());
     return;
   }
-  if (const auto* kill = std::get_if<protocol::KillTrialJob>(&message.body)) {
+  if (const auto* job = std::get_if<protocol::NewTrialJob>(&message.body)) {
+    OnOffer(*job);  // an addressed offer (wire-format.md §5.2)
+  } else if (const auto* kill = std::get_if<protocol::KillTrialJob>(&message.body)) {
     OnKill(*kill);
   } else if (const auto* ack = std::get_if<protocol::MetricAck>(&message.body)) {
     OnAck(*ack);
@@ -566,6 +572,7 @@ void Worker::SendHello() {
   hello.language = "c++";
   hello.version = TH_WORKER_VERSION;
   hello.running = RunningTrials();
+  hello.offers = protocol::WorkerHello::kAddressedOffers;
   Send(std::move(hello));
 }
 

@@ -175,6 +175,38 @@ class OfferTest(WorkerTestCase):
         self.host.offer("t4")
         self.assertEqual(self.host.expect("TS").body["trial_id"], "t4")
 
+    def test_addressed_offers_on_the_events_topic_are_answered_like_jobs(self):
+        # wire-format.md §5.2: the worker's WH says offers "addressed", and a
+        # TR on its own events topic is an offer like one on the jobs socket.
+        release = self.gate()
+        started = []
+
+        def train(config, reporter):
+            started.append((reporter.trial_id, config))
+            release.wait(WAIT)
+
+        hello = self.start_worker(train, slots=1)
+        self.assertEqual(hello.body["offers"], "addressed")
+        job = {"experiment_id": "exp1", "trial_id": "a1", "sequence_id": 0, "attempt": 2,
+               "parameter_id": 3, "parameter_source": "algorithm", "parameter_index": 0,
+               "parameters": {"x": 2.5}, "lease": 77}
+        self.host.event(self.wid, "TR", job)
+        ts = self.host.expect("TS")
+        self.assertEqual(ts.body, {"worker_id": self.wid, "trial_id": "a1", "attempt": 2,
+                                   "lease": 77})
+        self.host.event(self.wid, "TR", dict(job, trial_id="a2", lease=78))
+        tj = self.host.expect("TJ")
+        self.assertEqual((tj.body["trial_id"], tj.body["reason"], tj.body["lease"]),
+                         ("a2", "no free slot", 78))
+        # An offer for a worker whose id extends this one's is not ours.
+        self.host.raw_event([f"worker.{self.wid}.x.".encode(),
+                             tunehost.protocol.encode("TR", dict(job, trial_id="a3"), 99)])
+        release.set()
+        self.assertEqual(self.host.expect("EN").body["trial_id"], "a1")
+        self.assertTrue(wait_for(lambda: started == [("a1", {"x": 2.5})]))
+        self.assertFalse([m for m in self.host.received
+                          if m.type in ("TS", "TJ") and m.body["trial_id"] == "a3"])
+
     def test_repeated_offer_for_running_trial_answered_ts_without_second_run(self):
         release = self.gate()
         runs = []

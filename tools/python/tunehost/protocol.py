@@ -248,6 +248,7 @@ SCHEMA = collections.OrderedDict([
         _f("language", "text", False),
         _f("version", "text", False),
         _f("running", "array", False, (RUNNING_TRIAL, MAX_RUNNING)),
+        _f("offers", "str", False),
     )),
     (HEARTBEAT, (
         _f("worker_id", "str"),

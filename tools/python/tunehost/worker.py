@@ -13,7 +13,8 @@ ZeroMQ sockets are not thread-safe, so every socket has exactly one owner:
 - **I/O thread** (``tunehost-io``) owns the results ``PUSH`` and the events
   ``SUB``. It sends every message the worker emits (``WH HB TS TJ ME EN WB``),
   so their order on the wire is the order they were posted; it reads ``KI``,
-  ``MA`` and ``HR``; it keeps the heartbeat timer and the table of
+  ``MA``, ``HR`` and addressed offers (``TR`` on its own topic, §5.2, answered
+  like those of the jobs thread); it keeps the heartbeat timer and the table of
   unacknowledged ``ME`` messages it resends every ``ack_timeout``.
 - **jobs thread** (``tunehost-jobs``) owns the jobs ``PULL`` (``ZMQ_RCVHWM``
   1) and does nothing else, so every ``TR`` is answered at once no matter what
@@ -498,7 +499,12 @@ class Worker:
         if msg.type != "TR":
             log.warning("dropped unexpected message type %r on jobs", msg.type)
             return
-        job = msg.body
+        self._on_offer(msg.body)
+
+    def _on_offer(self, job):
+        """Answers one offer at once (wire-format.md §5.3 item 3). Offers come
+        from the jobs socket (jobs thread) or, addressed to this worker, from
+        its events topic (I/O thread, §5.2)."""
         trial_id, attempt = job.get("trial_id"), job.get("attempt")
         if not isinstance(trial_id, str) or not isinstance(attempt, int):
             log.warning("dropped TR without a valid trial_id/attempt")
@@ -641,7 +647,8 @@ class _IoLoop:
     def send_hello(self):
         w = self.w
         self.send("WH", {"worker_id": w.worker_id, "slots": w.slots, "resources": w.resources,
-                         "language": w.language, "version": w.version, "running": w.running_trials()})
+                         "language": w.language, "version": w.version, "running": w.running_trials(),
+                         "offers": "addressed"})
 
     def send_heartbeat(self):
         w = self.w
@@ -768,6 +775,8 @@ class _IoLoop:
         elif msg.type == "HR":
             log.info("host asked for hello")
             self.send_hello()
+        elif msg.type == "TR":
+            w._on_offer(body)  # an addressed offer (wire-format.md §5.2)
         else:
             log.warning("dropped unexpected message type %r on events", msg.type)
 
@@ -783,10 +792,11 @@ class _IoLoop:
 
 
 if __name__ == "__main__":
-    # Delegates to the imported modules, so the classes in use are tunehost.worker's,
-    # not copies defined in __main__.
-    import sys
+    # `python3 -m tunehost.worker` runs the function-API worker, which is
+    # `python3 -m tunehost` (tunehost/__main__.py). Run through runpy so this
+    # module imports nothing above it (the runner imports the worker, never
+    # the other way), and the classes in use are tunehost.worker's, not
+    # copies defined in __main__.
+    import runpy
 
-    from tunehost.function import main
-
-    sys.exit(main())
+    runpy.run_module("tunehost", run_name="__main__", alter_sys=True)

@@ -56,6 +56,7 @@ struct Trial {
   bool awaiting_reattach = false;  // restored as running: its worker may come back
   std::string reattach_worker;     // ... and which worker that is (the stored worker_id)
   uint64_t lease = 0;              // the current offer's: only its TS may start it
+  std::string offered_to;          // the worker an addressed offer went to (§5.2)
 
   // A new lease: attempt + 1. The previous attempt's results no longer count
   // (wire-format.md §5.3: a trial's metrics are its current attempt's); the
@@ -71,6 +72,12 @@ class EngineSink {
   // Offers a job on the jobs socket. False when it cannot be sent now (no
   // connected worker); the trial then stays waiting.
   virtual bool SendJob(const protocol::NewTrialJob& job) = 0;
+  // Offers a job to one worker on its events topic (addressed offers,
+  // wire-format.md §5.2). Default: the jobs socket.
+  virtual bool SendJobTo(const std::string& worker_id, const protocol::NewTrialJob& job) {
+    (void)worker_id;
+    return SendJob(job);
+  }
   // Addressed signal on the events socket (KI, MA, HR).
   virtual void SendToWorker(const std::string& worker_id, protocol::Body body) = 0;
   // Experiment event on the events socket, topic "event.<code>".
@@ -239,6 +246,13 @@ class Engine {
       const std::vector<int64_t>& ids,
       std::vector<std::pair<int64_t, protocol::Packed>> params, Clock::time_point now);
 
+  // The events socket saw the subscription to a worker's topic come or go.
+  // Offers are addressed only to workers whose subscription is live (an
+  // offer published before it would be lost).
+  void OnSubscription(const std::string& worker_id, bool subscribed);
+  // Every subscription is gone (the events socket was bound again).
+  void ClearSubscriptions();
+
   // Timers: ack timeouts, worker liveness, duration budget. Call often.
   void Tick(Clock::time_point now);
 
@@ -255,9 +269,16 @@ class Engine {
 
   struct Stats {
     uint64_t offers = 0, rejects = 0, reoffers = 0, created = 0;
+    uint64_t addressed = 0;  // offers addressed to one worker (§5.2)
   };
   const Stats& stats() const { return stats_; }
-  size_t free_slots() const;  // announced by live workers, minus running
+  // Slots announced by live workers, minus running: all of them, and those
+  // of workers that take no addressed offers (the jobs socket's share).
+  struct FreeSlots {
+    size_t all = 0, push = 0;
+  };
+  FreeSlots CountFreeSlots() const;
+  size_t free_slots() const { return CountFreeSlots().all; }
 
   // --- resume (wire-format.md §5.3) ---
   // Before Start(): rebuilds one trial from the store. Ended trials keep
@@ -290,15 +311,21 @@ class Engine {
   void AddMiddleware(std::unique_ptr<TrialMiddleware> middleware);
 
   // --- control (wire-format.md §4.2) ---
-  // Every trial, sorted by sequence_id (built per call: trials_ is unordered,
-  // and trials also arrive through Restore).
-  std::vector<const Trial*> TrialsInOrder() const;
+  // Every trial, sorted by sequence_id. Kept as trials are made; sorted
+  // again only after a Restore brought one out of order.
+  const std::vector<const Trial*>& TrialsInOrder() const;
   // The control API's trial status: WAITING (queued or offered), RUNNING, or
   // the terminal status.
   static std::string_view ControlStatus(const Trial& trial);
   // Trials per ControlStatus, only non-zero ones, in the order of
-  // protocol::kControlTrialStatuses.
+  // protocol::kControlTrialStatuses. Kept as trials change: O(1), because
+  // status polls and the progress line ask for it on every trial end.
   std::vector<std::pair<std::string, uint64_t>> CountsByStatus() const;
+  // The SUCCEEDED trial with the best finite final result (ties: the lower
+  // sequence_id), or null. Kept as trials end.
+  const Trial* BestTrial(bool maximize) const { return maximize ? best_max_ : best_min_; }
+  // When the last trial ended (Clock::time_point{} before any did).
+  Clock::time_point last_ended_at() const { return last_ended_at_; }
   // When Start() ran (steady clock); Clock::time_point{} before.
   Clock::time_point started_at() const { return started_; }
   // KT: a running trial gets KI (reason "user") and ends USER_CANCELED when
@@ -323,6 +350,9 @@ class Engine {
     Clock::time_point last_seen{};
     bool blocked = false;  // rejected an offer: no offers counted until its next heartbeat
     std::unordered_set<std::string> running;
+    bool addressed = false;  // WH offers "addressed" (§5.2)
+    uint32_t offered = 0;    // addressed offers it has not answered
+    bool in_ready = false;   // queued in ready_
   };
   // LW: the workers the host knows.
   const std::unordered_map<std::string, Worker>& workers() const { return workers_; }
@@ -337,6 +367,13 @@ class Engine {
   Trial& NewTrial(int64_t parameter_id, protocol::ParameterSource source,
                   protocol::Packed parameters, Clock::time_point now);
   Worker* Seen(const std::string& worker_id, Clock::time_point now);
+  // Addressed offers: a worker that takes them, whose topic subscription is
+  // live, with a slot neither running nor offered.
+  bool Addressable(const Worker& w) const;
+  void MaybeReady(Worker& w);
+  Worker* NextAddressable();
+  // The trial's offer is answered, timed out or void.
+  void CloseOffer(Trial& t);
   static uint64_t NewLease();
   void Requeue(Trial& trial, bool new_attempt, std::string_view why);
   void Kill(Trial& trial, std::string_view reason);
@@ -373,6 +410,9 @@ class Engine {
   std::unordered_map<std::string, size_t> restored_waits_;
   std::deque<std::string> waiting_;  // trial ids, front first
   std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
+  std::unordered_set<std::string> subscribed_;  // worker ids whose topic is subscribed
+  std::deque<std::string> ready_;  // workers that may take an addressed offer, in turn
+  size_t addressed_out_ = 0;       // offers in offered_ that are addressed
   size_t running_ = 0;              // worker trials running
   size_t external_running_ = 0;     // GE trials not ended yet
   size_t customized_open_ = 0;      // AD trials not ended yet
@@ -401,6 +441,16 @@ class Engine {
                             std::string_view middleware, Clock::time_point now);
   std::vector<std::string> ended_order_;
   Stats stats_;
+  // What control queries read on every poll, kept incrementally so that no
+  // per-event path scans all trials (trials_ is never erased from, so the
+  // pointers stay valid).
+  void CountEnded(const Trial& trial);
+  mutable std::vector<const Trial*> in_order_;
+  mutable bool in_order_sorted_ = true;
+  uint64_t ended_counts_[5] = {};  // by protocol::TrialStatus
+  const Trial* best_max_ = nullptr;
+  const Trial* best_min_ = nullptr;
+  Clock::time_point last_ended_at_{};
 };
 
 }  // namespace tunehost::host

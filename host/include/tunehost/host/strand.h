@@ -25,6 +25,7 @@ class Strand {
   // Warn when this many tasks are queued: the plugin is slower than events
   // arrive (NNI warns at 20 too).
   static constexpr size_t kQueueWarnLength = 20;
+  static constexpr std::chrono::seconds kWarnInterval{10};
 
   // The task running now.
   struct Busy {

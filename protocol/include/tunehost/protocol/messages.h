@@ -135,6 +135,13 @@ struct WorkerHello {                                                            
   std::string language;
   std::string version;
   std::vector<RunningTrial> running;
+  // "addressed": the worker also takes offers on its events topic, so the
+  // host can address each offer to a worker with a free slot (wire-format.md
+  // §5.2). Nil (workers before it) or any other value: offers reach it only
+  // through the jobs socket's round robin.
+  std::optional<std::string> offers = std::nullopt;
+  bool addressed_offers() const { return offers && *offers == kAddressedOffers; }
+  static constexpr const char* kAddressedOffers = "addressed";
 };
 struct Heartbeat {                                                                       // HB
   std::string worker_id;
