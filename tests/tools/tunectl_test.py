@@ -258,6 +258,34 @@ class TunectlCommandsTest(unittest.TestCase):
         self.assertIn("nope", r.stderr)
 
 
+class LargeRepliesTest(unittest.TestCase):
+    """Replies are bounded by the client, not by the host's 1 MiB request
+    limit (wire-format.md §4.1): LT of a large experiment is megabytes."""
+
+    def setUp(self):
+        self.host = Host()
+        self.ctl = Tunectl(self.host.endpoints["control"])
+
+    def tearDown(self):
+        self.host.close()
+
+    def test_trials_of_an_experiment_whose_list_is_over_a_mebibyte(self):
+        kind, body = self.host.initialize(SPACE, tuner="random", concurrency=1)
+        self.assertEqual(kind, "ok", body)
+        # No worker: 2600 added trials wait, each with 500 bytes of parameters.
+        for i in range(2600):
+            kind, body = self.host.request("AD", {"parameters": {"x": i, "pad": "p" * 500}})
+            self.assertEqual(kind, "ok", body)
+        listed = self.ctl.json("trials")
+        self.assertEqual(listed["total"], 2600)
+        self.assertEqual(len(listed["trials"]), 2600)
+        self.assertEqual(listed["trials"][-1]["parameters"]["x"], 2599)
+        self.assertGreater(len(json.dumps(listed)), 1 << 20)
+        from tunehost.control import ControlClient
+        with ControlClient(self.host.endpoints["control"]) as client:
+            self.assertEqual(len(client.list_trials()["trials"]), 2600)
+
+
 class UnreachableHostTest(unittest.TestCase):
     def test_no_host_exits_3_within_the_timeout(self):
         (port,) = free_ports(1)

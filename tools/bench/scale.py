@@ -94,6 +94,9 @@ class Watch:
         self.rss_start = rss_bytes(pid)
         self.rss_end = self.rss_start
         self.latency = {}
+        self.started = time.monotonic()
+        self.measuring_s = 0.0  # spent in tunectl calls: not experiment time
+        self.done_s = None
 
     def run(self, done_statuses, timeout_s):
         """Polls until the experiment is done; a `run` host exits at DONE,
@@ -110,23 +113,27 @@ class Watch:
                 if st is None:
                     if exited(self.pid):
                         self.samples.append((self.n, cpu))
+                        self.done_s = time.monotonic() - self.started - self.measuring_s
                         return
                     continue
                 ended = ended_of(st)
                 self.samples.append((ended, cpu))
                 self.rss_end = rss_bytes(self.pid) or self.rss_end
-                if not self.latency and ended >= 0.9 * self.n:
-                    self.measure_latency()  # while the last trials run
+                if not self.latency and ended >= 0.8 * self.n:
+                    # While trials run, before the last 10% whose CPU is measured.
+                    self.measure_latency()
                 if st["status"] in done_statuses and ended >= self.n:
                     self.samples.append((ended, cpu_seconds(self.pid)))
+                    self.done_s = time.monotonic() - self.started - self.measuring_s
                     return
                 time.sleep(self.poll_s)
         raise RuntimeError(f"experiment of {self.n} trials did not finish in {timeout_s} s")
 
-    def measure_latency(self, prefix=""):
+    def measure_latency(self, prefix="", timeout_ms=10000):
         """`tunectl status`, `tunectl trials --limit 20` and one full
         `tunectl --json trials`, as a user runs them. Keys get `prefix`."""
-        base = [self.tunectl, "--control", self.control, "--timeout-ms", "60000"]
+        base = [self.tunectl, "--control", self.control, "--timeout-ms", str(timeout_ms)]
+        t0 = time.monotonic()
         try:
             self.latency[prefix + "status_ms"] = timed(base + ["status"])[0] * 1000
             self.latency[prefix + "trials20_ms"] = (
@@ -136,6 +143,7 @@ class Watch:
             self.latency[prefix + "trials_all_bytes"] = size
         except subprocess.CalledProcessError:
             pass  # a `run` host finished first: the row shows "-"
+        self.measuring_s += time.monotonic() - t0
 
     def report(self):
         ended, cpu = self.samples[-1]
@@ -149,6 +157,7 @@ class Watch:
             "rss_start_mb": self.rss_start / 2**20,
             "rss_end_mb": self.rss_end / 2**20,
             "rss_per_trial_b": (self.rss_end - self.rss_start) / ended,
+            "wall_s": self.done_s,
             **self.latency,
         }
 
@@ -237,7 +246,7 @@ def serve_mode(build, n, workers, poll_s, work):
                 "max_duration_s": 0.0}})
         watch = Watch(host.pid, eps["control"], n, os.path.join(build, "bin", "tunectl"), poll_s)
         watch.run({"DONE"}, timeout_s=3600)
-        watch.measure_latency("idle_")  # a serve host keeps serving after DONE
+        watch.measure_latency("idle_", 60000)  # a serve host keeps serving after DONE
         return watch.report()
     finally:
         for p in procs:
@@ -279,10 +288,8 @@ def main():
             fn = {"run": run_mode, "serve": serve_mode}[mode]
             for n in sizes:
                 print(f"scale: {mode} {n} trials ...", file=sys.stderr, flush=True)
-                t0 = time.monotonic()
-                results[f"{mode}/{n}"] = r = fn(args.build, n, args.workers,
-                                                args.poll_ms / 1000, work)
-                r["wall_s"] = time.monotonic() - t0
+                results[f"{mode}/{n}"] = fn(args.build, n, args.workers, args.poll_ms / 1000,
+                                            work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
@@ -292,8 +299,8 @@ def main():
           f"last 10% vs {sizes[0]} | RSS MB end | RSS B/trial | store B/trial | "
           f"tunectl status ms | trials --limit 20 ms | all trials ms (MB) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    latency = ("tunectl latency while the last 10% of trials run (busy host) / after DONE "
-               "(serve: idle host)")
+    latency = ("wall s: from the start of the experiment to DONE. tunectl latency: while "
+               "trials run, at 80% (busy host) / after DONE (serve only: idle host)")
     verdicts = []
     for mode in args.modes.split(","):
         base = results[f"{mode}/{sizes[0]}"]["cpu_per_trial_us"]

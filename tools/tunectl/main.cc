@@ -35,6 +35,7 @@
 #include "launch.h"
 #include "tunehost/protocol/client_keys.h"
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 
 namespace {
 
@@ -193,7 +194,9 @@ class Host {
       zmq::message_t msg;
       if (!socket.recv(msg, zmq::recv_flags::dontwait)) continue;
       p::Message reply;
-      tunehost::Status st = p::Decode(msg.to_string_view(), &reply);
+      p::DecodeOptions options;
+      options.max_message_bytes = p::kMaxReplyBytes;  // LT/MT/EX of large experiments
+      tunehost::Status st = p::Decode(msg.to_string_view(), &reply, options);
       if (!st.ok()) Fail(kExitHostError, "unreadable reply from " + endpoint_ + ": " + st.ToString());
       if (reply.id != id) continue;
       if (auto* ok = std::get_if<p::OkReply>(&reply.body)) return Json::parse(p::PackedToJson(ok->data));

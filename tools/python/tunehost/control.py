@@ -153,7 +153,7 @@ class ControlClient:
                 raise ControlTimeout(self.endpoint, timeout_ms, type_code, self.keys is not None)
             data = self._socket.recv()
             try:
-                reply = protocol.decode(data)
+                reply = protocol.decode(data, protocol.MAX_REPLY_BYTES)
             except protocol.ProtocolError as e:
                 if e.msg_id not in (0, msg_id):
                     continue  # a broken late reply to an earlier request

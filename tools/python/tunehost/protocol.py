@@ -21,6 +21,9 @@ import msgpack
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+# A control reply as a client reads it (wire-format.md §4.1): LT, MT and EX of
+# a large experiment are far above the request limit.
+MAX_REPLY_BYTES = 1 << 30
 # Bounds on what arrives from outside (wire-format.md §3.2), the same as
 # protocol/include/tunehost/protocol/limits.h.
 MAX_DEPTH = 32              # containers nested in one message

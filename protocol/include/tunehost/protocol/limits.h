@@ -46,6 +46,10 @@ inline constexpr size_t kMaxGenerateBatch = 1024;
 inline constexpr uint64_t kMaxPeriodicalResults = 1000000;
 // Trials clients added (AD) that have not ended yet.
 inline constexpr size_t kMaxQueuedCustomTrials = 10000;
+// A control reply as a client reads it (§4.1): LT, MT and EX of a large
+// experiment are far above the host's request limit (LT of 100 000 trials is
+// about 40 MB). Replies come from the host the client chose to ask.
+inline constexpr size_t kMaxReplyBytes = size_t{1} << 30;
 // Control requests (IN, SS, GE, FD) waiting for the tuner at once.
 inline constexpr size_t kMaxQueuedPluginRequests = 64;
 // Largest message a subscriber may send to the events socket: a
