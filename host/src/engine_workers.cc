@@ -69,7 +69,8 @@ void Engine::CloseOffer(Trial& t) {
   t.offered_to.clear();
 }
 
-void Engine::OnSubscription(const std::string& worker_id, bool subscribed) {
+void Engine::OnSubscription(const std::string& worker_id, bool subscribed,
+                            Clock::time_point now) {
   if (!subscribed) {
     subscribed_.erase(worker_id);
     return;
@@ -77,7 +78,7 @@ void Engine::OnSubscription(const std::string& worker_id, bool subscribed) {
   if (!subscribed_.insert(worker_id).second) return;
   if (auto w = workers_.find(worker_id); w != workers_.end()) {
     MaybeReady(w->second);
-    Pump(Clock::now());
+    Pump(now);
   }
 }
 

@@ -1071,7 +1071,7 @@ class Server::Impl final : public EngineSink {
           name.substr(0, kWorkerTopic.size()) == kWorkerTopic && name.back() == '.') {
         engine_.OnSubscription(
             std::string(name.substr(kWorkerTopic.size(), name.size() - kWorkerTopic.size() - 1)),
-            data[0] == 1);
+            data[0] == 1, Clock::now());
       }
       if (subscription_bytes_ > p::kMaxSubscriptionTopicBytes) {
         spdlog::error("events socket: distinct subscriptions over {} bytes; dropping every "

@@ -96,7 +96,7 @@ class EngineTest : public ::testing::Test {
   // A worker that takes addressed offers (wire-format.md §5.2), its topic
   // subscribed on the events socket unless `subscribed` is false.
   void HelloAddressed(const std::string& w, uint32_t slots, bool subscribed = true) {
-    if (subscribed) engine_->OnSubscription(w, true);
+    if (subscribed) engine_->OnSubscription(w, true, now_);
     p::WorkerHello h;
     h.worker_id = w;
     h.slots = slots;
@@ -1158,7 +1158,7 @@ TEST_F(EngineTest, OnlyWorkersWithoutAddressedOffersGetTheJobsSocket) {
   ASSERT_EQ(sink_.jobs.size(), 1u) << "the jobs socket's round robin is only for old's slot";
   EXPECT_EQ(sink_.addressed_to, (std::vector<std::string>{""}));
   // Its subscription arrives: the waiting trial is addressed to it.
-  engine_->OnSubscription("unsubscribed", true);
+  engine_->OnSubscription("unsubscribed", true, now_);
   ASSERT_EQ(sink_.jobs.size(), 2u);
   EXPECT_EQ(sink_.addressed_to.back(), "unsubscribed");
 }
@@ -1200,10 +1200,10 @@ TEST_F(EngineTest, ALostAddressedOfferIsOfferedAgainAfterTheAckTimeout) {
 TEST_F(EngineTest, AGoneSubscriptionHoldsOffersUntilItComesBack) {
   Make([](EngineOptions& o) { o.concurrency = 2; });
   HelloAddressed("a", 2);
-  engine_->OnSubscription("a", false);  // a reconnects: its topic is gone for now
+  engine_->OnSubscription("a", false, now_);  // a reconnects: its topic is gone for now
   AnswerRequest();
   EXPECT_TRUE(sink_.jobs.empty()) << "an offer published now would be lost";
-  engine_->OnSubscription("a", true);
+  engine_->OnSubscription("a", true, now_);
   EXPECT_EQ(sink_.addressed_to, (std::vector<std::string>{"a", "a"}));
 }
 

@@ -249,7 +249,7 @@ class Engine {
   // The events socket saw the subscription to a worker's topic come or go.
   // Offers are addressed only to workers whose subscription is live (an
   // offer published before it would be lost).
-  void OnSubscription(const std::string& worker_id, bool subscribed);
+  void OnSubscription(const std::string& worker_id, bool subscribed, Clock::time_point now);
   // Every subscription is gone (the events socket was bound again).
   void ClearSubscriptions();
 
