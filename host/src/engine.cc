@@ -6,7 +6,6 @@
 #include <sys/random.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -671,7 +670,10 @@ void Engine::Pump(Clock::time_point now) {
     // offers; else through the jobs socket's round robin (§5.2).
     Worker* to = NextAddressable();
     if (to == nullptr && push_capacity == 0) break;
-    if (!(to != nullptr ? sink_->SendJobTo(to->id, job) : sink_->SendJob(job))) break;
+    if (!(to != nullptr ? sink_->SendJobTo(to->id, job) : sink_->SendJob(job))) {
+      if (to != nullptr) MaybeReady(*to);  // taken from the queue, not offered
+      break;
+    }
     if (to == nullptr) --push_capacity;
     waiting_.pop_front();
     t.state = TrialState::kOffered;
