@@ -1,4 +1,4 @@
-// Fuzz harness: the protocol decoder (protocol/src/codec.cc), wire-format.md
+// Fuzz harness: the protocol decoder (protocol/src/codec.cc, codec_decode.cc), wire-format.md
 // §3.1. Decode must never crash, hang or throw on any bytes; a message that
 // decodes must re-encode canonically and decode again to the same bytes; a
 // smaller size limit must refuse exactly the messages over it.

@@ -1,4 +1,4 @@
-"""Protocol v1 codec: the Python twin of protocol/src/codec.cc.
+"""Protocol v1 codec: the Python twin of the C++ codec (protocol/src/codec*.cc).
 
 The wire contract is protocol/docs/wire-format.md. ``encode`` writes the
 canonical form (envelope and body keys in the documented order, every key

@@ -1,0 +1,83 @@
+// What the codec's parts share (codec.cc: the public API; codec_encode.cc;
+// codec_decode.cc): the enum names, the type codes, the packing primitives.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include <msgpack.hpp>
+
+#include "tunehost/protocol/codec.h"
+
+namespace tunehost::protocol::codec_detail {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+// ---------------------------------------------------------------- strings
+
+template <class E, size_t N>
+bool ParseEnum(std::string_view s, const std::pair<E, const char*> (&table)[N], E* out) {
+  for (const auto& [value, name] : table) {
+    if (s == name) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class E, size_t N>
+std::string_view EnumName(E v, const std::pair<E, const char*> (&table)[N]) {
+  for (const auto& [value, name] : table) {
+    if (value == v) return name;
+  }
+  return "";
+}
+
+inline const std::pair<MetricType, const char*> kMetricTypes[] = {
+    {MetricType::kPeriodical, "PERIODICAL"}, {MetricType::kFinal, "FINAL"}};
+inline const std::pair<TrialStatus, const char*> kTrialStatuses[] = {
+    {TrialStatus::kSucceeded, "SUCCEEDED"},     {TrialStatus::kFailed, "FAILED"},
+    {TrialStatus::kUserCanceled, "USER_CANCELED"}, {TrialStatus::kSysCanceled, "SYS_CANCELED"},
+    {TrialStatus::kEarlyStopped, "EARLY_STOPPED"}};
+inline const std::pair<PluginIsolation, const char*> kIsolations[] = {
+    {PluginIsolation::kInProcess, "in-process"}, {PluginIsolation::kProcess, "process"}};
+inline const std::pair<ParameterSource, const char*> kSources[] = {
+    {ParameterSource::kAlgorithm, "algorithm"},
+    {ParameterSource::kCustomized, "customized"},
+    {ParameterSource::kResumed, "resumed"},
+    {ParameterSource::kExternal, "external"}};
+
+// Type codes, in the order of the Body variant's alternatives.
+inline constexpr const char* kTypeCodes[] = {"IN", "GE", "SS", "FD", "AD", "TE", "PI", "ME",
+                                      "EN", "WH", "HB", "TS", "TJ", "WB", "TR", "SP",
+                                      "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error",
+                                      "ST", "LT", "GT", "JS", "MT", "EX", "UX", "KT",
+                                      "LW"};
+static_assert(std::size(kTypeCodes) == std::variant_size_v<Body>);
+
+// ---------------------------------------------------------------- encoding
+
+void Str(Packer& pk, std::string_view s);
+// The packed value, or (when empty) an empty map if `map_default`, else nil.
+void Raw(Packer& pk, msgpack::sbuffer& buf, const Packed& packed, bool map_default);
+void Id(Packer& pk, const ParameterId& id);
+// msgpack-c 4 packs a double with an integral value as an integer; the wire
+// format writes every float as float64 (wire-format.md §2).
+void Float(msgpack::sbuffer& buf, double d);
+
+// The body map of a message (wire-format.md §3), keys in the documented order.
+void WriteBody(Packer& pk, msgpack::sbuffer& buf, const Body& body);
+
+// ---------------------------------------------------------------- decoding
+
+// A metric value: a number, or a map with a numeric "default" (§3.3).
+Status MetricFrom(const msgpack::object& o, const std::string& field, Metric* out);
+
+// A whole envelope (§2) with the strict checks of §2.1.
+Status DecodeObject(const msgpack::object& root, Message* out);
+
+}  // namespace tunehost::protocol::codec_detail
