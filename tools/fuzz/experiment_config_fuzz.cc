@@ -1,4 +1,4 @@
-// Fuzz harness: the experiment file reader (host/src/experiment_config.cc).
+// Fuzz harness: the experiment file reader (host/src/experiment_config.cc, yaml_values.cc).
 // Any text must be read or refused with a message naming where; never a
 // crash, a hang or an exception out of the reader. A file that reads has a
 // search space that is one MessagePack map and sane limits.
