@@ -4,7 +4,7 @@
 //   slurm  an sbatch job array, one tunehost-worker per array task;
 //   k8s    an Indexed Job (and a Secret with the workers' keys).
 //
-// Pure text generation here; launch_main in main.cc submits it.
+// Pure text generation here; launch_commands.cc submits it.
 #pragma once
 
 #include <cstdint>
