@@ -16,56 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "assessor_testing.h"
 #include "plugin_testing.h"
 #include "tunehost/sdk/host.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
-
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-std::unique_ptr<MedianstopAssessor> Make(const RecordingHost& host, const std::string& class_args) {
-  msgpack::object_handle args = MsgpackOf(Json::parse(class_args));
-  return std::make_unique<MedianstopAssessor>(host.ref(), args.get());
-}
-
-// Histories go over as float64 values, as metrics do.
-msgpack::object_handle History(const std::vector<double>& values) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_array(static_cast<uint32_t>(values.size()));
-  for (double v : values) pk.pack_double(v);
-  return msgpack::unpack(buffer.data(), buffer.size());
-}
-
-// true = Good (keep running), false = Bad (stop).
-bool Assess(MedianstopAssessor& a, const std::string& trial, const std::vector<double>& values) {
-  msgpack::object_handle h = History(values);
-  return a.AssessTrial(trial, h.get());
-}
-
-// A trial that reported `values` (assessed once with all of them) and ended.
-void Finish(MedianstopAssessor& a, const std::string& trial, const std::vector<double>& values,
-            bool success = true) {
-  Assess(a, trial, values);
-  a.TrialEnd(trial, success);
-}
-
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
 
 // Succeeded trials and their running averages:
 //   A [1, 3, 5]     -> [1, 2, 3]
@@ -84,18 +40,19 @@ void AddCompletedTrials(MedianstopAssessor& a) {
 
 TEST(MedianstopTest, DefaultsAreMaximizeFromStepZero) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   EXPECT_TRUE(a->maximize());
   EXPECT_EQ(a->start_step(), 0);
   EXPECT_EQ(a->completed_count(), 0u);
-  auto b = Make(host, R"({"optimize_mode": "minimize", "start_step": 9999})");
+  auto b = MakeAssessor<MedianstopAssessor>(host,
+                                            R"({"optimize_mode": "minimize", "start_step": 9999})");
   EXPECT_FALSE(b->maximize());
   EXPECT_EQ(b->start_step(), 9999);
 }
 
 TEST(MedianstopTest, GoodWithoutCompletedTrials) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   EXPECT_TRUE(Assess(*a, "T", {}));  // nothing to judge
   EXPECT_TRUE(Assess(*a, "T", {-1e9}));
   EXPECT_TRUE(Assess(*a, "T", {-1e9, -1e9, -1e9}));
@@ -103,7 +60,7 @@ TEST(MedianstopTest, GoodWithoutCompletedTrials) {
 
 TEST(MedianstopTest, MaximizeComparesBestSoFarWithTheLowerMedian) {
   RecordingHost host;
-  auto a = Make(host, R"({"optimize_mode": "maximize"})");
+  auto a = MakeAssessor<MedianstopAssessor>(host, R"({"optimize_mode": "maximize"})");
   AddCompletedTrials(*a);
   // S=1, median of {0,1,4,10} at index (4-1)/2 = 1: 1.
   EXPECT_FALSE(Assess(*a, "s1-bad", {0.9}));
@@ -125,7 +82,7 @@ TEST(MedianstopTest, MaximizeComparesBestSoFarWithTheLowerMedian) {
 
 TEST(MedianstopTest, MinimizeComparesBestSoFarWithTheUpperMedian) {
   RecordingHost host;
-  auto a = Make(host, R"({"optimize_mode": "minimize"})");
+  auto a = MakeAssessor<MedianstopAssessor>(host, R"({"optimize_mode": "minimize"})");
   AddCompletedTrials(*a);
   // S=1, median of {0,1,4,10} at index 4/2 = 2: 4.
   EXPECT_FALSE(Assess(*a, "s1-bad", {4.1}));
@@ -145,8 +102,8 @@ TEST(MedianstopTest, MinimizeComparesBestSoFarWithTheUpperMedian) {
 
 TEST(MedianstopTest, OptimizeModeFlipsTheVerdict) {
   RecordingHost host;
-  auto up = Make(host, R"({"optimize_mode": "maximize"})");
-  auto down = Make(host, R"({"optimize_mode": "minimize"})");
+  auto up = MakeAssessor<MedianstopAssessor>(host, R"({"optimize_mode": "maximize"})");
+  auto down = MakeAssessor<MedianstopAssessor>(host, R"({"optimize_mode": "minimize"})");
   AddCompletedTrials(*up);
   AddCompletedTrials(*down);
   // Low values: bad when maximizing, good when minimizing (S=2: 1.9 < 2; 1.5 <= 4).
@@ -159,7 +116,7 @@ TEST(MedianstopTest, OptimizeModeFlipsTheVerdict) {
 
 TEST(MedianstopTest, NoVerdictBeforeStartStep) {
   RecordingHost host;
-  auto a = Make(host, R"({"start_step": 3})");
+  auto a = MakeAssessor<MedianstopAssessor>(host, R"({"start_step": 3})");
   Finish(*a, "P", {1, 1, 1, 1});
   ASSERT_EQ(a->completed_count(), 1u);
   EXPECT_TRUE(Assess(*a, "T", {0}));
@@ -171,7 +128,7 @@ TEST(MedianstopTest, NoVerdictBeforeStartStep) {
 
 TEST(MedianstopTest, TrialEndingBeforeStartStepIsNotKept) {
   RecordingHost host;
-  auto a = Make(host, R"({"start_step": 2})");
+  auto a = MakeAssessor<MedianstopAssessor>(host, R"({"start_step": 2})");
   // Assessed only at S=1 < start_step: NNI records nothing for it.
   Finish(*a, "early", {100});
   EXPECT_EQ(a->completed_count(), 0u);
@@ -181,7 +138,7 @@ TEST(MedianstopTest, TrialEndingBeforeStartStepIsNotKept) {
 
 TEST(MedianstopTest, OnlySucceededTrialsAreKept) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   Finish(*a, "failed", {10, 10}, /*success=*/false);
   EXPECT_EQ(a->completed_count(), 0u);
   EXPECT_TRUE(Assess(*a, "T1", {1, 1}));  // the failed trial does not count
@@ -199,7 +156,7 @@ TEST(MedianstopTest, OnlySucceededTrialsAreKept) {
 
 TEST(MedianstopTest, CompletedAverageUsesTheHistorySeenWhileRunning) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   // Assessed as its results arrive: [4], then [4, 0]; a later, shorter
   // history does not shorten what was recorded (NNI only appends the tail).
   EXPECT_TRUE(Assess(*a, "X", {4}));
@@ -216,7 +173,7 @@ TEST(MedianstopTest, CompletedAverageUsesTheHistorySeenWhileRunning) {
 
 TEST(MedianstopTest, MetricMapsUseTheirDefaultValue) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   Finish(*a, "P", {1, 1});
   msgpack::object_handle low =
       MsgpackOf(Json::parse(R"([{"default": 0.5, "loss": 9}, {"default": 0.5, "loss": 9}])"));
@@ -228,18 +185,14 @@ TEST(MedianstopTest, MetricMapsUseTheirDefaultValue) {
 
 TEST(MedianstopTest, MalformedHistoriesAreRefused) {
   RecordingHost host;
-  auto a = Make(host, "{}");
-  msgpack::object_handle text = MsgpackOf(Json::parse(R"([1.0, "abc"])"));
-  ExpectError([&] { a->AssessTrial("T", text.get()); }, TH_INVALID_ARGUMENT, {"history[1]"});
-  msgpack::object_handle map = MsgpackOf(Json::parse(R"({"default": 1})"));
-  ExpectError([&] { a->AssessTrial("T", map.get()); }, TH_INVALID_ARGUMENT,
-              {"history must be an array"});
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
+  ExpectMalformedHistoriesRefused(*a);
 }
 
 TEST(MedianstopTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
   auto construct = [&](const std::string& args) {
-    return [&host, args] { Make(host, args); };
+    return Constructing<MedianstopAssessor>(host, args);
   };
   ExpectError(construct(R"({"optimize_mode": "sideways"})"), TH_INVALID_ARGUMENT,
               {"\"optimize_mode\""});
@@ -254,12 +207,12 @@ TEST(MedianstopTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(MedianstopTest, SavedStateRestoresCompletedAndRunningTrials) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   AddCompletedTrials(*a);
   Assess(*a, "R", {9, 9, 9, 9, 9});  // still running
   const std::string state = a->SaveState();
 
-  auto b = Make(host, "{}");
+  auto b = MakeAssessor<MedianstopAssessor>(host, "{}");
   b->LoadState(state);
   EXPECT_EQ(b->completed_count(), 4u);
   EXPECT_FALSE(Assess(*b, "s2-bad", {1.5, 1.9}));
@@ -274,21 +227,19 @@ TEST(MedianstopTest, SavedStateRestoresCompletedAndRunningTrials) {
 
 TEST(MedianstopTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<MedianstopAssessor>(host, "{}");
   AddCompletedTrials(*a);
   ExpectError([&] { a->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  std::vector<uint8_t> other =
-      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.random", "version": 1})"));
-  ExpectError([&] { a->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "not a state of format org.tunehost.medianstop"});
-  std::vector<uint8_t> bad_value = Json::to_msgpack(Json::parse(
-      R"({"format": "org.tunehost.medianstop", "version": 1, "running": {},
-          "completed": {"A": [1, "x"]}})"));
-  ExpectError([&] { a->LoadState(std::string(bad_value.begin(), bad_value.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "completed"});
+  const std::string other = PackText(R"({"format": "org.tunehost.random", "version": 1})");
+  ExpectError([&] { a->LoadState(other); }, TH_INVALID_ARGUMENT,
+              {"saved state", "not a state of format org.tunehost.medianstop"});
+  const std::string bad_value =
+      PackText(R"({"format": "org.tunehost.medianstop", "version": 1, "running": {},
+                   "completed": {"A": [1, "x"]}})");
+  ExpectError([&] { a->LoadState(bad_value); }, TH_INVALID_ARGUMENT, {"saved state", "completed"});
   EXPECT_EQ(a->completed_count(), 4u);
   EXPECT_FALSE(Assess(*a, "s2-bad", {1.5, 1.9}));
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

@@ -1,8 +1,15 @@
 // Shared by the built-in plugins' unit tests: a th_host_t that records what
-// the plugin logs, and JSON -> MessagePack as the host hands values over.
+// the plugin logs, JSON -> MessagePack as the host hands values over, and the
+// check of a refusal (status and message). tuner_testing.h and
+// assessor_testing.h add what only tuners or assessors need. A test file puts
+// its tests in namespace tunehost::plugins::testing, where all of these are
+// found without using-declarations.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +80,49 @@ class RecordingHost {
 inline msgpack::object_handle MsgpackOf(const Json& j) {
   std::vector<uint8_t> bytes = Json::to_msgpack(j);
   return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// JSON text as the host hands it over (class_args, a search space, records).
+inline msgpack::object_handle Msgpack(const std::string& text) {
+  return MsgpackOf(Json::parse(text));
+}
+
+// The MessagePack bytes of `j`, e.g. a saved state written by hand.
+inline std::string Pack(const Json& j) {
+  std::vector<uint8_t> bytes = Json::to_msgpack(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// The MessagePack bytes of JSON text.
+inline std::string PackText(const std::string& text) { return Pack(Json::parse(text)); }
+
+// The JSON of MessagePack bytes (packed parameters, a saved state).
+inline Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
+
+// Runs `fn`, which must throw sdk::Error with `status` and a message holding
+// every string of `parts`.
+inline void ExpectError(const std::function<void()>& fn, th_status status,
+                        const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.status(), status) << e.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message \"" << e.what() << "\" lacks " << part;
+    }
+  }
+}
+
+// A call that constructs a T (a tuner or an assessor class) with the JSON text
+// `class_args`, for ExpectError.
+template <class T>
+std::function<void()> Constructing(const RecordingHost& host, std::string class_args) {
+  return [&host, class_args = std::move(class_args)] {
+    msgpack::object_handle h = Msgpack(class_args);
+    T plugin(host.ref(), h.get());
+  };
 }
 
 }  // namespace tunehost::plugins::testing

@@ -19,64 +19,10 @@
 
 #include "plugin_testing.h"
 #include "tunehost/sdk/host.h"
+#include "tuner_testing.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
-
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
-
-std::unique_ptr<RandomTuner> Make(const RecordingHost& host, const std::string& class_args,
-                                  const std::string& space) {
-  msgpack::object_handle args = Msgpack(class_args);
-  auto tuner = std::make_unique<RandomTuner>(host.ref(), args.get());
-  msgpack::object_handle s = Msgpack(space);
-  tuner->UpdateSearchSpace(s.get());
-  return tuner;
-}
-
-// The packed parameters, or nullopt when the tuner has no more trials.
-std::optional<std::string> Generate(RandomTuner& tuner, int64_t id) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  if (!tuner.GenerateParameters(id, pk)) {
-    EXPECT_EQ(buffer.size(), 0u) << "nothing may be packed when no trial is generated";
-    return std::nullopt;
-  }
-  return std::string(buffer.data(), buffer.size());
-}
-
-std::vector<std::string> GenerateN(RandomTuner& tuner, int n, int64_t first_id = 0) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    std::optional<std::string> p = Generate(tuner, first_id + i);
-    EXPECT_TRUE(p.has_value()) << "generate #" << i << " returned no trial";
-    if (!p) break;
-    out.push_back(*p);
-  }
-  return out;
-}
-
-Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
-
-// Runs `fn`, which must throw sdk::Error with `status` and a message holding
-// every string of `parts`.
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
 
 const char* kInfiniteSpace = R"({
   "c": {"_type": "choice", "_value": ["relu", 3, 0.5]},
@@ -100,8 +46,8 @@ const char* kSixConfigurations = R"({
 
 TEST(RandomTunerTest, SameSeedGivesTheSameSequence) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 42})", kInfiniteSpace);
-  auto b = Make(host, R"({"seed": 42})", kInfiniteSpace);
+  auto a = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 42})");
+  auto b = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 42})");
   EXPECT_EQ(a->seed(), 42u);
   std::vector<std::string> seq_a = GenerateN(*a, 50);
   std::vector<std::string> seq_b = GenerateN(*b, 50);
@@ -111,8 +57,8 @@ TEST(RandomTunerTest, SameSeedGivesTheSameSequence) {
 
 TEST(RandomTunerTest, DifferentSeedsGiveDifferentSequences) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1})", kInfiniteSpace);
-  auto b = Make(host, R"({"seed": 2})", kInfiniteSpace);
+  auto a = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 1})");
+  auto b = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 2})");
   std::vector<std::string> seq_a = GenerateN(*a, 20);
   std::vector<std::string> seq_b = GenerateN(*b, 20);
   ASSERT_EQ(seq_a.size(), 20u);
@@ -123,18 +69,21 @@ TEST(RandomTunerTest, DifferentSeedsGiveDifferentSequences) {
 
 TEST(RandomTunerTest, OmittedSeedIsLoggedAndReproducesTheSequence) {
   RecordingHost host;
-  auto a = Make(host, "{}", kInfiniteSpace);
+  auto a = MakeTuner<RandomTuner>(host, kInfiniteSpace);
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "random: seed " + std::to_string(a->seed())));
-  auto b = Make(host, R"({"seed": )" + std::to_string(a->seed()) + "}", kInfiniteSpace);
+  auto b = MakeTuner<RandomTuner>(host, kInfiniteSpace,
+                                  R"({"seed": )" + std::to_string(a->seed()) + "}");
   EXPECT_EQ(GenerateN(*a, 10), GenerateN(*b, 10));
   // nil also means "pick one".
-  auto c = Make(host, R"({"seed": null, "optimize_mode": "minimize"})", kInfiniteSpace);
+  auto c = MakeTuner<RandomTuner>(host, kInfiniteSpace,
+                                  R"({"seed": null, "optimize_mode": "minimize"})");
   ASSERT_TRUE(Generate(*c, 0).has_value());
 }
 
 TEST(RandomTunerTest, EveryValueHasItsTypesTypeAndRange) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 7, "optimize_mode": "maximize"})", kInfiniteSpace);
+  auto tuner =
+      MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 7, "optimize_mode": "maximize"})");
   std::set<Json> choices;
   std::set<int64_t> randints;
   std::set<std::string> options;
@@ -200,7 +149,7 @@ TEST(RandomTunerTest, EveryValueHasItsTypesTypeAndRange) {
 
 TEST(RandomTunerTest, FiniteSpaceIsCoveredWithoutRepeatsThenNoMoreTrials) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 3})", kSixConfigurations);
+  auto tuner = MakeTuner<RandomTuner>(host, kSixConfigurations, R"({"seed": 3})");
   std::set<Json> seen;
   for (const std::string& bytes : GenerateN(*tuner, 6)) seen.insert(Json(ToJson(bytes)));
   std::set<Json> all;
@@ -217,7 +166,8 @@ TEST(RandomTunerTest, FiniteSpaceIsCoveredWithoutRepeatsThenNoMoreTrials) {
 TEST(RandomTunerTest, FiniteQuantizedAndNestedSpacesAreEnumerated) {
   RecordingHost host;
   // NNI's example: quniform [0, 10, 2.5] takes 0, 2.5, 5, 7.5, 10.
-  auto q = Make(host, R"({"seed": 11})", R"({"q": {"_type": "quniform", "_value": [0, 10, 2.5]}})");
+  auto q = MakeTuner<RandomTuner>(host, R"({"q": {"_type": "quniform", "_value": [0, 10, 2.5]}})",
+                                  R"({"seed": 11})");
   std::set<double> values;
   for (const std::string& bytes : GenerateN(*q, 5)) {
     Json p = ToJson(bytes);
@@ -229,8 +179,9 @@ TEST(RandomTunerTest, FiniteQuantizedAndNestedSpacesAreEnumerated) {
   EXPECT_FALSE(Generate(*q, 5).has_value());
 
   // Nested: option "a" has 2 sub-configurations, "b" one: 3 in all.
-  auto n = Make(host, R"({"seed": 11})", R"({"opt": {"_type": "choice", "_value": [
-      {"_name": "a", "x": {"_type": "choice", "_value": [1, 2]}}, {"_name": "b"}]}})");
+  auto n = MakeTuner<RandomTuner>(host, R"({"opt": {"_type": "choice", "_value": [
+      {"_name": "a", "x": {"_type": "choice", "_value": [1, 2]}}, {"_name": "b"}]}})",
+                                  R"({"seed": 11})");
   std::set<Json> seen;
   for (const std::string& bytes : GenerateN(*n, 3)) seen.insert(Json(ToJson(bytes)));
   EXPECT_EQ(seen, (std::set<Json>{Json::parse(R"({"opt": {"_name": "a", "x": 1}})"),
@@ -241,31 +192,18 @@ TEST(RandomTunerTest, FiniteQuantizedAndNestedSpacesAreEnumerated) {
 
 TEST(RandomTunerTest, ExhaustionReachesTheHostAsNoMoreTrials) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"seed": 5})");
-  const th_tuner_t* t =
-      sdk::detail::TunerHandle::Create(std::make_unique<RandomTuner>(host.ref(), args.get()));
-  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kSixConfigurations));
-  char message[256] = {};
-  th_error_t err{message, sizeof(message)};
-  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-      << message;
+  auto t = AbiTuner::Of<RandomTuner>(host, R"({"seed": 5})");
+  ASSERT_EQ(t->UpdateSearchSpace(kSixConfigurations), TH_OK) << t->message();
 
-  std::vector<int64_t> emitted;
-  th_param_sink_t sink{&emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*,
-                                    size_t) -> th_status {
-                         static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
-                         return TH_OK;
-                       }};
-  const int64_t ids[] = {10, 11, 12, 13, 14, 15, 16, 17};
-  EXPECT_EQ(t->generate(t, ids, 8, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_EQ(emitted, (std::vector<int64_t>{10, 11, 12, 13, 14, 15}));
-  t->destroy(t);
+  EXPECT_EQ(t->Generate({10, 11, 12, 13, 14, 15, 16, 17}), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(t->emitted_ids(), (std::vector<int64_t>{10, 11, 12, 13, 14, 15}));
 }
 
 TEST(RandomTunerTest, ImportedConfigurationsAreNotGeneratedAgain) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 9})", R"({"a": {"_type": "choice", "_value": ["x", "y", "z"]},
-                                               "b": {"_type": "choice", "_value": [1, 2]}})");
+  auto tuner = MakeTuner<RandomTuner>(host, R"({"a": {"_type": "choice", "_value": ["x", "y", "z"]},
+                                               "b": {"_type": "choice", "_value": [1, 2]}})",
+                                      R"({"seed": 9})");
   // tunehost's "parameters" and NNI's "parameter" both count; 1.0 equals 1;
   // key order does not matter; a record without parameters is skipped.
   msgpack::object_handle records = Msgpack(R"([
@@ -285,19 +223,16 @@ TEST(RandomTunerTest, ImportedConfigurationsAreNotGeneratedAgain) {
                                   Json::parse(R"({"a": "z", "b": 2})")}));
   EXPECT_FALSE(Generate(*tuner, 3).has_value());
 
-  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
-  ExpectError([&] { tuner->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
-              {"import data must be an array"});
+  ExpectNonArrayImportRefused(*tuner);
 }
 
 TEST(RandomTunerTest, NewSearchSpaceEndsExhaustion) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 4})",
-                    R"({"a": {"_type": "choice", "_value": [1, 2]}})");
+  auto tuner = MakeTuner<RandomTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})",
+                                      R"({"seed": 4})");
   ASSERT_EQ(GenerateN(*tuner, 2).size(), 2u);
   ASSERT_FALSE(Generate(*tuner, 2).has_value());
-  msgpack::object_handle wider = Msgpack(R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
-  tuner->UpdateSearchSpace(wider.get());
+  Update(*tuner, R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
   std::optional<std::string> p = Generate(*tuner, 3);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(ToJson(*p), Json::parse(R"({"a": 3})"));  // 1 and 2 were already tried
@@ -306,12 +241,7 @@ TEST(RandomTunerTest, NewSearchSpaceEndsExhaustion) {
 
 TEST(RandomTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
-  auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      RandomTuner t(host.ref(), h.get());
-    };
-  };
+  auto construct = [&](const std::string& args) { return Constructing<RandomTuner>(host, args); };
   ExpectError(construct(R"({"sed": 1})"), TH_INVALID_ARGUMENT, {"\"sed\""});
   ExpectError(construct(R"({"seed": "42"})"), TH_INVALID_ARGUMENT, {"\"seed\""});
   ExpectError(construct(R"({"seed": -1})"), TH_INVALID_ARGUMENT, {"\"seed\""});
@@ -327,13 +257,9 @@ TEST(RandomTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(RandomTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 1})", R"({"a": {"_type": "choice", "_value": [1]}})");
-  auto update = [&](const std::string& space) {
-    return [&tuner, space] {
-      msgpack::object_handle h = Msgpack(space);
-      tuner->UpdateSearchSpace(h.get());
-    };
-  };
+  auto tuner = MakeTuner<RandomTuner>(host, R"({"a": {"_type": "choice", "_value": [1]}})",
+                                      R"({"seed": 1})");
+  auto update = [&](const std::string& space) { return Updating(*tuner, space); };
   ExpectError(update(R"({"lr": {"_type": "loguniform", "_value": [0, 1]}})"),
               TH_INVALID_ARGUMENT, {"\"lr\""});
   ExpectError(update(R"({"ok": {"_type": "uniform", "_value": [0, 1]},
@@ -352,19 +278,18 @@ TEST(RandomTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
 
 TEST(RandomTunerTest, GenerateBeforeASearchSpaceIsABadState) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack("{}");
-  RandomTuner tuner(host.ref(), args.get());
-  ExpectError([&] { Generate(tuner, 0); }, TH_BAD_STATE, {"no search space"});
+  auto tuner = MakeTuner<RandomTuner>(host, "");
+  ExpectError([&] { Generate(*tuner, 0); }, TH_BAD_STATE, {"no search space"});
 }
 
 TEST(RandomTunerTest, SavedStateContinuesTheSameSequence) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 21})", kInfiniteSpace);
+  auto a = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 21})");
   GenerateN(*a, 5);
   const std::string state = a->SaveState();
   std::vector<std::string> next = GenerateN(*a, 10, 5);
 
-  auto b = Make(host, R"({"seed": 99})", kInfiniteSpace);
+  auto b = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 99})");
   b->LoadState(state);
   EXPECT_EQ(b->seed(), 21u);
   EXPECT_EQ(GenerateN(*b, 10, 5), next);
@@ -372,11 +297,11 @@ TEST(RandomTunerTest, SavedStateContinuesTheSameSequence) {
 
 TEST(RandomTunerTest, SavedStateKeepsTheTriedConfigurations) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 8})", kSixConfigurations);
+  auto a = MakeTuner<RandomTuner>(host, kSixConfigurations, R"({"seed": 8})");
   std::vector<std::string> first = GenerateN(*a, 3);
   const std::string state = a->SaveState();
 
-  auto b = Make(host, R"({"seed": 1})", kSixConfigurations);
+  auto b = MakeTuner<RandomTuner>(host, kSixConfigurations, R"({"seed": 1})");
   b->LoadState(state);
   EXPECT_EQ(b->seen_count(), 3u);
   std::set<Json> all;
@@ -390,24 +315,20 @@ TEST(RandomTunerTest, SavedStateKeepsTheTriedConfigurations) {
 
 TEST(RandomTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 13})", kInfiniteSpace);
-  auto reference = Make(host, R"({"seed": 13})", kInfiniteSpace);
+  auto tuner = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 13})");
+  auto reference = MakeTuner<RandomTuner>(host, kInfiniteSpace, R"({"seed": 13})");
   ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  std::vector<uint8_t> other =
-      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.medianstop", "version": 1})"));
-  ExpectError([&] { tuner->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "not a state of format org.tunehost.random"});
-  std::vector<uint8_t> no_rng = Json::to_msgpack(Json::parse(
-      R"({"format": "org.tunehost.random", "version": 1, "seed": 1, "rng": "x", "seen": []})"));
-  ExpectError([&] { tuner->LoadState(std::string(no_rng.begin(), no_rng.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "rng"});
-  std::vector<uint8_t> future = Json::to_msgpack(
-      Json::parse(R"({"format": "org.tunehost.random", "version": 2})"));
-  ExpectError([&] { tuner->LoadState(std::string(future.begin(), future.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "version"});
+  const std::string other = PackText(R"({"format": "org.tunehost.medianstop", "version": 1})");
+  ExpectError([&] { tuner->LoadState(other); }, TH_INVALID_ARGUMENT,
+              {"saved state", "not a state of format org.tunehost.random"});
+  const std::string no_rng = PackText(
+      R"({"format": "org.tunehost.random", "version": 1, "seed": 1, "rng": "x", "seen": []})");
+  ExpectError([&] { tuner->LoadState(no_rng); }, TH_INVALID_ARGUMENT, {"saved state", "rng"});
+  const std::string future = PackText(R"({"format": "org.tunehost.random", "version": 2})");
+  ExpectError([&] { tuner->LoadState(future); }, TH_INVALID_ARGUMENT, {"saved state", "version"});
   EXPECT_EQ(tuner->seed(), 13u);
   EXPECT_EQ(GenerateN(*tuner, 5), GenerateN(*reference, 5));
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

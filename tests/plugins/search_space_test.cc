@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plugin_testing.h"
 #include "tunehost/sdk/cpp/seen.h"
 
 namespace tunehost::sdk {
@@ -24,16 +25,11 @@ namespace {
 using nlohmann::json;
 
 // Search spaces are written as JSON in the tests and handed over as
-// MessagePack, as the host does.
-msgpack::object_handle FromJson(const std::string& text) {
-  // ordered_json: the host keeps the user's key order, so the tests do too.
-  std::vector<uint8_t> bytes =
-      nlohmann::ordered_json::to_msgpack(nlohmann::ordered_json::parse(text));
-  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
+// MessagePack, as the host does, keeping the user's key order.
+using plugins::testing::Msgpack;
 
 SearchSpace ParseJson(const std::string& text) {
-  msgpack::object_handle h = FromJson(text);
+  msgpack::object_handle h = Msgpack(text);
   return SearchSpace::Parse(h.get());
 }
 

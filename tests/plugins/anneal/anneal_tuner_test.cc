@@ -23,101 +23,27 @@
 #include <vector>
 
 #include "plugins/plugin_testing.h"
+#include "plugins/tuner_testing.h"
 #include "tunehost/sdk/host.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
-
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
-
-std::unique_ptr<AnnealTuner> Make(const RecordingHost& host, const std::string& class_args,
-                                  const std::string& space) {
-  msgpack::object_handle args = Msgpack(class_args);
-  auto tuner = std::make_unique<AnnealTuner>(host.ref(), args.get());
-  msgpack::object_handle s = Msgpack(space);
-  tuner->UpdateSearchSpace(s.get());
-  return tuner;
-}
-
-// The packed parameters, or nullopt when the tuner has no more trials.
-std::optional<std::string> Generate(AnnealTuner& tuner, int64_t id) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  if (!tuner.GenerateParameters(id, pk)) {
-    EXPECT_EQ(buffer.size(), 0u) << "nothing may be packed when no trial is generated";
-    return std::nullopt;
-  }
-  return std::string(buffer.data(), buffer.size());
-}
-
-Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
 
 // `n` configurations (ids first_id...) as JSON; none of them gets a result.
 std::vector<Json> Draw(AnnealTuner& tuner, int n, int64_t first_id = 1000) {
-  std::vector<Json> out;
-  for (int i = 0; i < n; ++i) {
-    std::optional<std::string> p = Generate(tuner, first_id + i);
-    EXPECT_TRUE(p.has_value()) << "generate #" << i << " returned no trial";
-    if (!p) break;
-    out.push_back(ToJson(*p));
-  }
-  return out;
-}
-
-void Report(AnnealTuner& tuner, int64_t id, const std::string& params, double metric) {
-  msgpack::object_handle p = msgpack::unpack(params.data(), params.size());
-  msgpack::object_handle v = MsgpackOf(Json(metric));
-  tuner.ReceiveTrialResult(id, p.get(), v.get(), metric, false);
+  return GenerateNJson(tuner, n, first_id);
 }
 
 // Imports `n` records of the same parameters and metric.
 void ImportSame(AnnealTuner& tuner, const Json& params, double metric, int n) {
   Json records = Json::array();
   for (int i = 0; i < n; ++i) records.push_back(Json{{"parameters", params}, {"value", metric}});
-  msgpack::object_handle h = MsgpackOf(records);
-  tuner.ImportData(h.get());
+  Import(tuner, records);
 }
 
-void Import(AnnealTuner& tuner, const Json& records) {
-  msgpack::object_handle h = MsgpackOf(records);
-  tuner.ImportData(h.get());
-}
-
-// Runs `fn`, which must throw sdk::Error with `status` and a message holding
-// every string of `parts`.
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
-
+// A packed parameter map as JSON, for ExpectSameSequence.
 std::string Readable(const std::string& bytes) {
   return bytes == "<none>" ? bytes : ToJson(bytes).dump();
-}
-
-// Compares two sequences of packed parameter maps, printing the first
-// difference as JSON rather than as raw bytes.
-void ExpectSameSequence(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) {
-      ADD_FAILURE() << "first difference at #" << i << ": " << Readable(a[i]) << " vs "
-                    << Readable(b[i]);
-      return;
-    }
-  }
 }
 
 double Shrinking(int t) { return 1.0 / (1.0 + t * AnnealTuner::kShrinkCoef); }
@@ -142,17 +68,6 @@ const char* kEveryType = R"({
   ]}
 })";
 
-// A deterministic metric of any parameter map: the sum of its numbers.
-double MetricOf(const Json& j) {
-  if (j.is_number()) return j.get<double>();
-  double sum = 0;
-  if (j.is_object() || j.is_array()) {
-    for (const auto& item : j) sum += MetricOf(item);
-  }
-  if (j.is_string()) sum += static_cast<double>(j.get<std::string>().size());
-  return sum;
-}
-
 // Drives a tuner like a host with a few trials in flight: one generate per
 // step; the oldest running trial then reports (or fails every 5th step).
 struct Driver {
@@ -175,7 +90,7 @@ struct Driver {
         auto [done, params] = running.front();
         running.pop_front();
         const bool fail = step % 5 == 4;
-        if (!fail) Report(tuner, done, params, MetricOf(ToJson(params)));
+        if (!fail) ReportResult(tuner, done, params, MetricOf(ToJson(params)));
         tuner.TrialEnd(done, !fail);
       }
     }
@@ -187,7 +102,7 @@ struct Driver {
 
 TEST(AnnealTunerTest, WithoutResultsDrawsFromThePrior) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 1})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 1})");
   double lo = 10;
   double hi = 0;
   for (const Json& p : Draw(*tuner, 200)) {
@@ -201,7 +116,7 @@ TEST(AnnealTunerTest, WithoutResultsDrawsFromThePrior) {
 
 TEST(AnnealTunerTest, LongHistoryAtOneValueConcentratesSuggestionsThere) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 2})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 2})");
   ImportSame(*tuner, Json{{"x", 3.0}}, 1.0, 50);
   // T = 50: width 10 / (1 + 5), centred on 3.
   const double half = 0.5 * 10 * Shrinking(50);
@@ -219,9 +134,9 @@ TEST(AnnealTunerTest, LongHistoryAtOneValueConcentratesSuggestionsThere) {
 
 TEST(AnnealTunerTest, WindowShrinksAsResultsAccumulate) {
   RecordingHost host;
-  auto few = Make(host, R"({"seed": 3})", kX);
+  auto few = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 3})");
   ImportSame(*few, Json{{"x", 5.0}}, 1.0, 10);
-  auto many = Make(host, R"({"seed": 3})", kX);
+  auto many = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 3})");
   ImportSame(*many, Json{{"x", 5.0}}, 1.0, 90);
 
   double spread_few = 0;
@@ -243,7 +158,7 @@ TEST(AnnealTunerTest, WindowShrinksAsResultsAccumulate) {
 
 TEST(AnnealTunerTest, WindowIsShiftedToStayInsideTheBounds) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 4})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 4})");
   ImportSame(*tuner, Json{{"x", 9.9}}, 1.0, 10);
   // Width 5 around 9.9 would reach 12.4: hyperopt moves it to [5, 10].
   double lo = 10;
@@ -258,8 +173,8 @@ TEST(AnnealTunerTest, WindowIsShiftedToStayInsideTheBounds) {
 
 TEST(AnnealTunerTest, LogTypesAnnealInLogSpace) {
   RecordingHost host;
-  auto tuner =
-      Make(host, R"({"seed": 5})", R"({"lr": {"_type": "loguniform", "_value": [0.0001, 1]}})");
+  auto tuner = MakeTuner<AnnealTuner>(
+      host, R"({"lr": {"_type": "loguniform", "_value": [0.0001, 1]}})", R"({"seed": 5})");
   ImportSame(*tuner, Json{{"lr", 0.01}}, 1.0, 10);
   // Half of log(10^4) around log(0.01): [0.001, 0.1].
   double lo = 1;
@@ -278,8 +193,9 @@ TEST(AnnealTunerTest, LogTypesAnnealInLogSpace) {
 
 TEST(AnnealTunerTest, NormalTypesDrawAroundTheReferenceWithShrunkSigma) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 6})", R"({"n": {"_type": "normal", "_value": [0, 1]},
-                                               "ln": {"_type": "lognormal", "_value": [0, 1]}})");
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"n": {"_type": "normal", "_value": [0, 1]},
+                                               "ln": {"_type": "lognormal", "_value": [0, 1]}})",
+                                      R"({"seed": 6})");
   ImportSame(*tuner, Json{{"n", 5.0}, {"ln", std::exp(2.0)}}, 1.0, 10);
   // sigma 1 * shrinking(10) = 0.5, around 5 and around log value 2.
   const int kDraws = 2000;
@@ -301,7 +217,7 @@ TEST(AnnealTunerTest, NormalTypesDrawAroundTheReferenceWithShrunkSigma) {
 
 TEST(AnnealTunerTest, ReferenceIsChosenByGeometricLossRank) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 7})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 7})");
   // Loss ranks: x=1 first, x=5 second, thirty at x=9 after them.
   Json records = Json::array();
   records.push_back(Json{{"parameters", {{"x", 1.0}}}, {"value", 0.0}});
@@ -341,10 +257,10 @@ TEST(AnnealTunerTest, OptimizeModeDecidesWhichResultsAreBest) {
   }
   // T = 40: half width 1; 20 results tie for best, so the reference is
   // almost surely one of them.
-  auto maximize = Make(host, R"({"seed": 8, "optimize_mode": "maximize"})", kX);
+  auto maximize = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 8, "optimize_mode": "maximize"})");
   Import(*maximize, records);
   for (const Json& p : Draw(*maximize, 200)) EXPECT_NEAR(p["x"].get<double>(), 2.0, 1.0 + 1e-12);
-  auto minimize = Make(host, R"({"seed": 8})", kX);  // the default, as NNI's
+  auto minimize = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 8})");  // the default, as NNI's
   EXPECT_FALSE(minimize->maximize());
   Import(*minimize, records);
   for (const Json& p : Draw(*minimize, 200)) EXPECT_NEAR(p["x"].get<double>(), 8.0, 1.0 + 1e-12);
@@ -352,8 +268,9 @@ TEST(AnnealTunerTest, OptimizeModeDecidesWhichResultsAreBest) {
 
 TEST(AnnealTunerTest, ParametersOfOneConfigurationComeFromOneReferenceTrial) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 9})", R"({"x": {"_type": "uniform", "_value": [0, 10]},
-                                               "y": {"_type": "uniform", "_value": [0, 10]}})");
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"x": {"_type": "uniform", "_value": [0, 10]},
+                                               "y": {"_type": "uniform", "_value": [0, 10]}})",
+                                      R"({"seed": 9})");
   // Two kinds of trials, interleaved in loss order.
   Json records = Json::array();
   for (int i = 0; i < 40; ++i) {
@@ -377,10 +294,11 @@ TEST(AnnealTunerTest, ParametersOfOneConfigurationComeFromOneReferenceTrial) {
 
 TEST(AnnealTunerTest, CategoricalKeepsTheReferenceOptionWithHighProbability) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 10})", R"({
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({
       "c": {"_type": "choice", "_value": ["a", "b", "c", "d"]},
       "r": {"_type": "randint", "_value": [10, 14]},
-      "x": {"_type": "uniform", "_value": [0, 1]}})");
+      "x": {"_type": "uniform", "_value": [0, 1]}})",
+                                      R"({"seed": 10})");
   Json records = Json::array();
   for (int i = 0; i < 30; ++i) {
     records.push_back(
@@ -404,9 +322,10 @@ TEST(AnnealTunerTest, CategoricalKeepsTheReferenceOptionWithHighProbability) {
 
 TEST(AnnealTunerTest, NestedParametersLearnOnlyFromTrialsWhereTheyWereActive) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 11})", R"({"opt": {"_type": "choice", "_value": [
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"opt": {"_type": "choice", "_value": [
       {"_name": "a", "lr": {"_type": "uniform", "_value": [0, 1]}},
-      {"_name": "b", "m": {"_type": "uniform", "_value": [0, 1]}}]}})");
+      {"_name": "b", "m": {"_type": "uniform", "_value": [0, 1]}}]}})",
+                                      R"({"seed": 11})");
   Json records = Json::array();
   for (int i = 0; i < 20; ++i) {
     records.push_back(
@@ -448,7 +367,7 @@ TEST(AnnealTunerTest, NestedParametersLearnOnlyFromTrialsWhereTheyWereActive) {
 
 TEST(AnnealTunerTest, EveryValueStaysInItsTypesRangeWhileAnnealing) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 12})", kEveryType);
+  auto tuner = MakeTuner<AnnealTuner>(host, kEveryType, R"({"seed": 12})");
   Driver driver;
   std::set<std::string> options;
   for (const std::string& bytes : driver.Run(*tuner, 400)) {
@@ -485,8 +404,9 @@ TEST(AnnealTunerTest, EveryValueStaysInItsTypesRangeWhileAnnealing) {
 
 TEST(AnnealTunerTest, DuplicatesAreRedrawnAndAFiniteSpaceEnds) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 13})", R"({"a": {"_type": "choice", "_value": [1, 2, 3]},
-                                                "b": {"_type": "randint", "_value": [0, 2]}})");
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2, 3]},
+                                                "b": {"_type": "randint", "_value": [0, 2]}})",
+                                      R"({"seed": 13})");
   // Every result says the first configuration is best: annealing keeps
   // proposing it, the tuner never repeats it.
   std::set<Json> seen;
@@ -494,7 +414,7 @@ TEST(AnnealTunerTest, DuplicatesAreRedrawnAndAFiniteSpaceEnds) {
     std::optional<std::string> p = Generate(*tuner, id);
     ASSERT_TRUE(p.has_value()) << id;
     EXPECT_TRUE(seen.insert(ToJson(*p)).second) << "repeated " << ToJson(*p);
-    Report(*tuner, id, *p, id == 0 ? 0.0 : 10.0);
+    ReportResult(*tuner, id, *p, id == 0 ? 0.0 : 10.0);
     tuner->TrialEnd(id, true);
   }
   EXPECT_FALSE(Generate(*tuner, 6).has_value());
@@ -506,16 +426,16 @@ TEST(AnnealTunerTest, DuplicatesAreRedrawnAndAFiniteSpaceEnds) {
 
 TEST(AnnealTunerTest, LiarNeedsParallelMoreThan20ConfigurationsRunningTrialsAndAResult) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 14, "parallel_optimize": true})", kX);
-  auto serial = Make(host, R"({"seed": 14})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 14, "parallel_optimize": true})");
+  auto serial = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 14})");
   std::vector<std::string> params;
   for (int64_t id = 0; id < 20; ++id) {
     params.push_back(*Generate(*tuner, id));
     Generate(*serial, id);
   }
   // 20 configurations, trials running, then a result: still only 20.
-  Report(*tuner, 0, params[0], 1.0);
-  Report(*serial, 0, params[0], 1.0);
+  ReportResult(*tuner, 0, params[0], 1.0);
+  ReportResult(*serial, 0, params[0], 1.0);
   EXPECT_FALSE(tuner->LiarActive());
   EXPECT_EQ(tuner->ModelHistory().size(), 1u);
   // The 21st configuration: more than 20, running trials, a result.
@@ -533,7 +453,7 @@ TEST(AnnealTunerTest, LiarNeedsParallelMoreThan20ConfigurationsRunningTrialsAndA
   EXPECT_TRUE(tuner->LiarActive());
 
   // Without any result there is nothing to lie with.
-  auto fresh = Make(host, R"({"seed": 14, "parallel_optimize": true})", kX);
+  auto fresh = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 14, "parallel_optimize": true})");
   for (int64_t id = 0; id < 25; ++id) Generate(*fresh, id);
   EXPECT_EQ(fresh->running_count(), 25u);
   EXPECT_FALSE(fresh->LiarActive());
@@ -560,7 +480,7 @@ TEST(AnnealTunerTest, LiarValueFollowsConstantLiarTypeAndOptimizeMode) {
     RecordingHost host;
     Json args = Json::parse(c.args);
     args["seed"] = 15;
-    auto tuner = Make(host, args.dump(), kX);
+    auto tuner = MakeTuner<AnnealTuner>(host, kX, args.dump());
     Json records = Json::array();
     for (int i = 1; i <= 21; ++i) {
       records.push_back(Json{{"parameters", {{"x", i / 3.0}}}, {"value", double(i)}});
@@ -583,32 +503,32 @@ TEST(AnnealTunerTest, LiarValueFollowsConstantLiarTypeAndOptimizeMode) {
 
 TEST(AnnealTunerTest, ImportedResultsActLikeReceivedResults) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 16})", kEveryType);
+  auto a = MakeTuner<AnnealTuner>(host, kEveryType, R"({"seed": 16})");
   Json records = Json::array();
   for (int64_t id = 0; id < 15; ++id) {
     std::string p = *Generate(*a, id);
     const double metric = MetricOf(ToJson(p));
-    Report(*a, id, p, metric);
+    ReportResult(*a, id, p, metric);
     a->TrialEnd(id, true);
     // NNI's spelling of the key; a metric map with "default".
     records.push_back(Json{{"parameter", ToJson(p)}, {"value", {{"default", metric}}}});
   }
-  auto b = Make(host, R"({"seed": 99})", kEveryType);
+  auto b = MakeTuner<AnnealTuner>(host, kEveryType, R"({"seed": 99})");
   Import(*b, records);
   ASSERT_EQ(b->observations().size(), 15u);  // qlognormal values of 0 included
   EXPECT_TRUE(b->observations() == a->observations());
   // Same history and same random state: the same next configurations.
   const std::string state = a->SaveState();
-  auto c = Make(host, R"({"seed": 1})", kEveryType);
+  auto c = MakeTuner<AnnealTuner>(host, kEveryType, R"({"seed": 1})");
   c->LoadState(state);
   EXPECT_EQ(Draw(*c, 20), Draw(*a, 20));
 }
 
 TEST(AnnealTunerTest, ImportedConfigurationsAreNotGeneratedAgain) {
   RecordingHost host;
-  auto tuner =
-      Make(host, R"({"seed": 17})", R"({"a": {"_type": "choice", "_value": ["x", "y", "z"]},
-                                                "b": {"_type": "choice", "_value": [1, 2]}})");
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"a": {"_type": "choice", "_value": ["x", "y", "z"]},
+                                                "b": {"_type": "choice", "_value": [1, 2]}})",
+                                      R"({"seed": 17})");
   Import(*tuner, Json::parse(R"([
     {"parameters": {"a": "x", "b": 1}, "value": 0.0},
     {"parameters": {"b": 2, "a": "x"}, "value": 0.7},
@@ -625,14 +545,12 @@ TEST(AnnealTunerTest, ImportedConfigurationsAreNotGeneratedAgain) {
                                   Json::parse(R"({"a": "z", "b": 2})")}));
   EXPECT_FALSE(Generate(*tuner, 3).has_value());
 
-  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
-  ExpectError([&] { tuner->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
-              {"import data must be an array"});
+  ExpectNonArrayImportRefused(*tuner);
 }
 
 TEST(AnnealTunerTest, ResultsOfUnknownIdsAreIgnoredUnlessCustomized) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 18})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 18})");
   msgpack::object_handle params = Msgpack(R"({"x": 4.0})");
   msgpack::object_handle value = Msgpack("2.0");
   tuner->ReceiveTrialResult(77, params.get(), value.get(), 2.0, false);
@@ -644,20 +562,20 @@ TEST(AnnealTunerTest, ResultsOfUnknownIdsAreIgnoredUnlessCustomized) {
   EXPECT_EQ(tuner->observations()[0].loss, 2.0);
   // A result arrives once per generated trial; a second one is ignored.
   std::string p = *Generate(*tuner, 1);
-  Report(*tuner, 1, p, 1.0);
-  Report(*tuner, 1, p, 1.0);
+  ReportResult(*tuner, 1, p, 1.0);
+  ReportResult(*tuner, 1, p, 1.0);
   EXPECT_EQ(tuner->observations().size(), 2u);
 }
 
 TEST(AnnealTunerTest, NewSearchSpaceKeepsTheResultsThatStillFit) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 19})", R"({"x": {"_type": "uniform", "_value": [0, 10]},
-                                                "c": {"_type": "choice", "_value": ["p", "q"]}})");
+  auto tuner = MakeTuner<AnnealTuner>(host, R"({"x": {"_type": "uniform", "_value": [0, 10]},
+                                                "c": {"_type": "choice", "_value": ["p", "q"]}})",
+                                      R"({"seed": 19})");
   Import(*tuner, Json::parse(R"([{"parameters": {"x": 3.0, "c": "p"}, "value": 1},
                                  {"parameters": {"x": 4.0, "c": "q"}, "value": 2}])"));
-  msgpack::object_handle wider = Msgpack(R"({"x": {"_type": "uniform", "_value": [0, 20]},
-                                              "c": {"_type": "choice", "_value": ["p", "r"]}})");
-  tuner->UpdateSearchSpace(wider.get());
+  Update(*tuner, R"({"x": {"_type": "uniform", "_value": [0, 20]},
+                     "c": {"_type": "choice", "_value": ["p", "r"]}})");
   ASSERT_EQ(tuner->observations().size(), 1u);  // "q" is no option any more
   EXPECT_EQ(tuner->observations()[0].values[0], 3.0);
   EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "1 past configurations do not fit"));
@@ -667,12 +585,7 @@ TEST(AnnealTunerTest, NewSearchSpaceKeepsTheResultsThatStillFit) {
 
 TEST(AnnealTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
-  auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      AnnealTuner t(host.ref(), h.get());
-    };
-  };
+  auto construct = [&](const std::string& args) { return Constructing<AnnealTuner>(host, args); };
   ExpectError(construct(R"({"tpe_args": {}})"), TH_INVALID_ARGUMENT, {"\"tpe_args\"", "anneal"});
   ExpectError(construct(R"({"optimize_mode": "best"})"), TH_INVALID_ARGUMENT,
               {"\"optimize_mode\""});
@@ -693,13 +606,8 @@ TEST(AnnealTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(AnnealTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 20})", kX);
-  auto update = [&](const std::string& space) {
-    return [&tuner, space] {
-      msgpack::object_handle h = Msgpack(space);
-      tuner->UpdateSearchSpace(h.get());
-    };
-  };
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 20})");
+  auto update = [&](const std::string& space) { return Updating(*tuner, space); };
   ExpectError(update(R"({"lr": {"_type": "loguniform", "_value": [0, 1]}})"), TH_INVALID_ARGUMENT,
               {"\"lr\""});
   ExpectError(update(R"({"opt": {"_type": "choice", "_value": [
@@ -715,12 +623,9 @@ TEST(AnnealTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
 
 TEST(AnnealTunerTest, CallsBeforeASearchSpaceAreABadState) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack("{}");
-  AnnealTuner tuner(host.ref(), args.get());
+  auto tuner = MakeTuner<AnnealTuner>(host, "");
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "anneal: seed "));
-  ExpectError([&] { Generate(tuner, 0); }, TH_BAD_STATE, {"no search space"});
-  ExpectError([&] { Import(tuner, Json::array()); }, TH_BAD_STATE, {"no search space"});
-  ExpectError([&] { tuner.LoadState("x"); }, TH_BAD_STATE, {"search space first"});
+  ExpectCallsBeforeASearchSpaceRefused(*tuner);
 }
 
 // --- Reproducibility and state ---
@@ -728,15 +633,15 @@ TEST(AnnealTunerTest, CallsBeforeASearchSpaceAreABadState) {
 TEST(AnnealTunerTest, SameSeedAndEventsGiveTheSameParameters) {
   RecordingHost host;
   const char* args = R"({"seed": 21, "parallel_optimize": true, "constant_liar_type": "mean"})";
-  auto a = Make(host, args, kEveryType);
-  auto b = Make(host, args, kEveryType);
+  auto a = MakeTuner<AnnealTuner>(host, kEveryType, args);
+  auto b = MakeTuner<AnnealTuner>(host, kEveryType, args);
   Driver da;
   Driver db;
   std::vector<std::string> seq_a = da.Run(*a, 120);
   std::vector<std::string> seq_b = db.Run(*b, 120);
-  ExpectSameSequence(seq_a, seq_b);
-  auto c = Make(host, R"({"seed": 22, "parallel_optimize": true, "constant_liar_type": "mean"})",
-                kEveryType);
+  ExpectSameSequence(seq_a, seq_b, Readable);
+  auto c = MakeTuner<AnnealTuner>(
+      host, kEveryType, R"({"seed": 22, "parallel_optimize": true, "constant_liar_type": "mean"})");
   Driver dc;
   EXPECT_TRUE(dc.Run(*c, 120) != seq_a);
 }
@@ -744,7 +649,7 @@ TEST(AnnealTunerTest, SameSeedAndEventsGiveTheSameParameters) {
 TEST(AnnealTunerTest, SavedStateContinuesExactlyLikeTheOriginal) {
   RecordingHost host;
   const char* args = R"({"seed": 23, "parallel_optimize": true})";
-  auto a = Make(host, args, kEveryType);
+  auto a = MakeTuner<AnnealTuner>(host, kEveryType, args);
   Driver driver;
   driver.Run(*a, 60);
   ASSERT_GT(a->running_count(), 0u);
@@ -754,11 +659,11 @@ TEST(AnnealTunerTest, SavedStateContinuesExactlyLikeTheOriginal) {
   std::vector<std::string> next = driver.Run(*a, 60);
 
   // The same class_args but the seed, which the state restores.
-  auto b = Make(host, R"({"seed": 5, "parallel_optimize": true})", kEveryType);
+  auto b = MakeTuner<AnnealTuner>(host, kEveryType, R"({"seed": 5, "parallel_optimize": true})");
   b->LoadState(state);
   EXPECT_EQ(b->seed(), 23u);
   std::vector<std::string> resumed = copy.Run(*b, 60);
-  ExpectSameSequence(resumed, next);
+  ExpectSameSequence(resumed, next, Readable);
   EXPECT_TRUE(b->observations() == a->observations());
   EXPECT_TRUE(b->SaveState() == a->SaveState());
 }
@@ -767,10 +672,10 @@ TEST(AnnealTunerTest, SavedStateKeepsTheTriedConfigurations) {
   RecordingHost host;
   const char* space = R"({"a": {"_type": "choice", "_value": [1, 2, 3]},
                          "b": {"_type": "randint", "_value": [0, 2]}})";
-  auto a = Make(host, R"({"seed": 24})", space);
+  auto a = MakeTuner<AnnealTuner>(host, space, R"({"seed": 24})");
   std::set<Json> all;
   for (const Json& p : Draw(*a, 3)) all.insert(p);
-  auto b = Make(host, R"({"seed": 24})", space);
+  auto b = MakeTuner<AnnealTuner>(host, space, R"({"seed": 24})");
   b->LoadState(a->SaveState());
   for (const Json& p : Draw(*b, 3)) EXPECT_TRUE(all.insert(p).second) << "repeated " << p;
   EXPECT_EQ(all.size(), 6u);
@@ -779,21 +684,22 @@ TEST(AnnealTunerTest, SavedStateKeepsTheTriedConfigurations) {
 
 TEST(AnnealTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 25})", kX);
-  auto reference = Make(host, R"({"seed": 25})", kX);
+  auto tuner = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 25})");
+  auto reference = MakeTuner<AnnealTuner>(host, kX, R"({"seed": 25})");
   ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  std::vector<uint8_t> other =
-      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.random", "version": 1})"));
-  ExpectError([&] { tuner->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "org.tunehost.anneal"});
+  const std::string other = PackText(R"({"format": "org.tunehost.random", "version": 1})");
+  ExpectError([&] { tuner->LoadState(other); }, TH_INVALID_ARGUMENT,
+              {"saved state", "org.tunehost.anneal"});
   // A state of another search space (two parameters) does not fit.
-  auto two = Make(host, R"({"seed": 25})", R"({"x": {"_type": "uniform", "_value": [0, 10]},
-                                              "y": {"_type": "uniform", "_value": [0, 1]}})");
+  auto two = MakeTuner<AnnealTuner>(host, R"({"x": {"_type": "uniform", "_value": [0, 10]},
+                                              "y": {"_type": "uniform", "_value": [0, 1]}})",
+                                    R"({"seed": 25})");
   ImportSame(*two, Json{{"x", 1.0}, {"y", 0.5}}, 1.0, 2);
   ExpectError([&] { tuner->LoadState(two->SaveState()); }, TH_INVALID_ARGUMENT,
               {"saved state", "does not fit the search space"});
   // Losses are signed by optimize_mode: a state of the other mode is refused.
-  auto maximizing = Make(host, R"({"seed": 25, "optimize_mode": "maximize"})", kX);
+  auto maximizing =
+      MakeTuner<AnnealTuner>(host, kX, R"({"seed": 25, "optimize_mode": "maximize"})");
   ExpectError([&] { tuner->LoadState(maximizing->SaveState()); }, TH_INVALID_ARGUMENT,
               {"saved state", "optimize_mode maximize"});
   EXPECT_EQ(tuner->seed(), 25u);
@@ -802,25 +708,11 @@ TEST(AnnealTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
 
 TEST(AnnealTunerTest, GenerateThroughTheCAbiEmitsEveryRequestedId) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"seed": 26})");
-  const th_tuner_t* t =
-      sdk::detail::TunerHandle::Create(std::make_unique<AnnealTuner>(host.ref(), args.get()));
-  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kEveryType));
-  char message[256] = {};
-  th_error_t err{message, sizeof(message)};
-  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-      << message;
-  std::vector<int64_t> emitted;
-  th_param_sink_t sink{
-      &emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*, size_t) -> th_status {
-        static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
-        return TH_OK;
-      }};
-  const int64_t ids[] = {3, 4, 5};
-  EXPECT_EQ(t->generate(t, ids, 3, &sink, &err), TH_OK) << message;
-  EXPECT_EQ(emitted, (std::vector<int64_t>{3, 4, 5}));
-  t->destroy(t);
+  auto t = AbiTuner::Of<AnnealTuner>(host, R"({"seed": 26})");
+  ASSERT_EQ(t->UpdateSearchSpace(kEveryType), TH_OK) << t->message();
+  EXPECT_EQ(t->Generate({3, 4, 5}), TH_OK) << t->message();
+  EXPECT_EQ(t->emitted_ids(), (std::vector<int64_t>{3, 4, 5}));
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

@@ -319,6 +319,7 @@ Json UnknownTypeSpace() {
 enum class SpaceKind { kNni, kBatch };
 
 struct TunerRow {
+  static constexpr const char* kKind = "tuner";
   std::string label;   // test name suffix
   std::string plugin;  // registry name
   std::string target;  // CMake target that builds its file
@@ -337,12 +338,27 @@ struct TunerRow {
 
 void PrintTo(const TunerRow& row, std::ostream* os) { *os << row.label; }
 
-TunerRow NewTunerRow(std::string label, std::string plugin, std::string target) {
-  TunerRow r;
+// A row of the table (TunerRow or AssessorRow) with its names set.
+template <class Row>
+Row NewRow(std::string label, std::string plugin, std::string target) {
+  Row r;
   r.label = std::move(label);
   r.plugin = std::move(plugin);
   r.target = std::move(target);
   return r;
+}
+
+// class_args a row's plugin must refuse at create time, each with the name
+// the refusal must mention.
+template <class Row>
+std::vector<std::pair<Json, std::string>> BadClassArgs(const Row& row) {
+  std::vector<std::pair<Json, std::string>> cases = {
+      {Json{{"no_such_arg", 1}}, "no_such_arg"},
+      {Json{{"optimize_mode", 5}}, "optimize_mode"},
+      {row.wrong_arg, row.wrong_arg_name},
+  };
+  if (row.takes_seed) cases.push_back({Json{{"seed", "x"}}, "seed"});
+  return cases;
 }
 
 std::vector<TunerRow> TunerRows() {
@@ -354,7 +370,7 @@ std::vector<TunerRow> TunerRows() {
   std::vector<TunerRow> rows;
   auto add = [&](TunerRow r) { rows.push_back(std::move(r)); };
   {
-    TunerRow r = NewTunerRow("random", "random", "random");
+    TunerRow r = NewRow<TunerRow>("random", "random", "random");
     r.class_args = {{"seed", 11}};
     r.space = NestedSpace();
     r.wrong_arg = {{"seed", -1}};
@@ -362,7 +378,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("tpe", "tpe", "tpe");
+    TunerRow r = NewRow<TunerRow>("tpe", "tpe", "tpe");
     r.class_args = {{"seed", 12}, {"optimize_mode", "maximize"}};
     r.space = NestedSpace();
     r.wrong_arg = {{"tpe_args", {{"gamma", "x"}}}};
@@ -370,7 +386,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("tpe_multivariate", "tpe", "tpe");
+    TunerRow r = NewRow<TunerRow>("tpe_multivariate", "tpe", "tpe");
     r.class_args = {{"seed", 13}, {"tpe_args", {{"multivariate", true}, {"n_startup_jobs", 8}}}};
     r.space = NestedSpace();
     r.wrong_arg = {{"tpe_args", {{"multivariate", "yes"}}}};
@@ -378,7 +394,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("grid", "grid", "grid");
+    TunerRow r = NewRow<TunerRow>("grid", "grid", "grid");
     r.class_args = Json::object();
     r.space = NestedSpace();
     r.takes_seed = false;
@@ -387,7 +403,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("batch", "batch", "batch");
+    TunerRow r = NewRow<TunerRow>("batch", "batch", "batch");
     r.class_args = Json::object();
     r.space = BatchSpace();
     r.kind = SpaceKind::kBatch;
@@ -399,7 +415,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("anneal", "anneal", "anneal");
+    TunerRow r = NewRow<TunerRow>("anneal", "anneal", "anneal");
     r.class_args = {{"seed", 14}, {"parallel_optimize", true}};
     r.space = NestedSpace();
     r.wrong_arg = {{"constant_liar_type", "median"}};
@@ -407,7 +423,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("evolution", "evolution", "evolution");
+    TunerRow r = NewRow<TunerRow>("evolution", "evolution", "evolution");
     r.class_args = {{"seed", 15}, {"population_size", 4}};
     r.space = NestedSpace();
     r.wrong_arg = {{"population_size", "x"}};
@@ -416,7 +432,7 @@ std::vector<TunerRow> TunerRows() {
   }
   {
     // Fewer individuals than trials running: ids are kept as credit.
-    TunerRow r = NewTunerRow("evolution_small_population", "evolution", "evolution");
+    TunerRow r = NewRow<TunerRow>("evolution_small_population", "evolution", "evolution");
     r.class_args = {{"seed", 18}, {"population_size", 2}};
     r.space = NestedSpace();
     r.wrong_arg = {{"population_size", 0}};
@@ -424,7 +440,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("hyperband", "hyperband", "hyperband");
+    TunerRow r = NewRow<TunerRow>("hyperband", "hyperband", "hyperband");
     r.class_args = {{"seed", 16}, {"R", 9}, {"eta", 3}};
     r.space = FlatSpace();
     r.bad_space = nested_choice;
@@ -436,7 +452,7 @@ std::vector<TunerRow> TunerRows() {
   }
   {
     // Serial brackets wait for each other: ids are kept as credit.
-    TunerRow r = NewTunerRow("hyperband_serial", "hyperband", "hyperband");
+    TunerRow r = NewRow<TunerRow>("hyperband_serial", "hyperband", "hyperband");
     r.class_args = {{"seed", 19}, {"R", 9}, {"eta", 3}, {"exec_mode", "serial"}};
     r.space = FlatSpace();
     r.bad_space = nested_choice;
@@ -447,7 +463,7 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
-    TunerRow r = NewTunerRow("bohb", "bohb", "hyperband");
+    TunerRow r = NewRow<TunerRow>("bohb", "bohb", "hyperband");
     r.class_args = {{"seed", 17}, {"min_budget", 1}, {"max_budget", 9}, {"eta", 3}};
     r.space = SmallSpace();
     r.bad_space = nested_choice;
@@ -555,6 +571,25 @@ Availability Find(const std::string& kind, const std::string& name, const std::s
   return Availability::kMissing;
 }
 
+// A test of one row of the table: skipped when the row's plugin is not part
+// of this build, failed when it is built but not loaded.
+template <class Row>
+class Conformance : public ::testing::TestWithParam<Row> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    switch (Find(Row::kKind, row().plugin, row().target, &why)) {
+      case Availability::kLoaded:
+        return;
+      case Availability::kNotInBuild:
+        GTEST_SKIP() << why;
+      case Availability::kMissing:
+        FAIL() << why;
+    }
+  }
+  const Row& row() const { return this->GetParam(); }
+};
+
 struct Record {
   std::string what;
   std::string bytes;  // parameters, when the record is an emission
@@ -575,6 +610,15 @@ std::string FirstDifference(const std::vector<Record>& a, size_t from_a,
   }
   if (na != nb) return "lengths differ: " + std::to_string(na) + " vs " + std::to_string(nb);
   return "";
+}
+
+// A call of a scripted run that failed: a test failure, and an entry in the
+// run's log.
+void NoteFailure(const std::string& label, const char* op, const Status& st,
+                 std::vector<Record>* log) {
+  if (st.ok()) return;
+  ADD_FAILURE() << label << ": " << op << ": " << st.ToString();
+  log->push_back({std::string(op) + " error " + st.ToString(), ""});
 }
 
 // ---------------------------------------------------------------------------
@@ -693,28 +737,13 @@ class TunerDriver {
     ++emissions;
   }
 
-  void Note(const char* op, const Status& st) {
-    if (st.ok()) return;
-    ADD_FAILURE() << row_.label << ": " << op << ": " << st.ToString();
-    log.push_back({std::string(op) + " error " + st.ToString(), ""});
-  }
+  void Note(const char* op, const Status& st) { NoteFailure(row_.label, op, st, &log); }
 
   const TunerRow& row_;
   std::unique_ptr<th::Tuner> tuner_;
 };
 
-class TunerConformance : public ::testing::TestWithParam<TunerRow> {
- protected:
-  void SetUp() override {
-    std::string why;
-    switch (Find("tuner", GetParam().plugin, GetParam().target, &why)) {
-      case Availability::kLoaded: return;
-      case Availability::kNotInBuild: GTEST_SKIP() << why;
-      case Availability::kMissing: FAIL() << why;
-    }
-  }
-  const TunerRow& row() const { return GetParam(); }
-};
+class TunerConformance : public Conformance<TunerRow> {};
 
 TEST_P(TunerConformance, SameSeedSameOutput) {
   TunerDriver a(row()), b(row());
@@ -778,13 +807,7 @@ TEST_P(TunerConformance, CheckpointContinuesExactly) {
 }
 
 TEST_P(TunerConformance, BadClassArgsNamed) {
-  std::vector<std::pair<Json, std::string>> cases = {
-      {Json{{"no_such_arg", 1}}, "no_such_arg"},
-      {Json{{"optimize_mode", 5}}, "optimize_mode"},
-      {row().wrong_arg, row().wrong_arg_name},
-  };
-  if (row().takes_seed) cases.push_back({Json{{"seed", "x"}}, "seed"});
-  for (const auto& [args, name] : cases) {
+  for (const auto& [args, name] : BadClassArgs(row())) {
     SCOPED_TRACE("class_args " + args.dump());
     std::unique_ptr<th::Tuner> tuner;
     Status st = Registry().CreateTuner(row().plugin, Pack(args), nullptr, &tuner);
@@ -858,6 +881,7 @@ INSTANTIATE_TEST_SUITE_P(Builtin, TunerConformance, ::testing::ValuesIn(TunerRow
 // Assessors.
 
 struct AssessorRow {
+  static constexpr const char* kKind = "assessor";
   std::string label;
   std::string plugin;
   std::string target;
@@ -870,25 +894,17 @@ struct AssessorRow {
 
 void PrintTo(const AssessorRow& row, std::ostream* os) { *os << row.label; }
 
-AssessorRow NewAssessorRow(std::string label, std::string plugin, std::string target) {
-  AssessorRow r;
-  r.label = std::move(label);
-  r.plugin = std::move(plugin);
-  r.target = std::move(target);
-  return r;
-}
-
 std::vector<AssessorRow> AssessorRows() {
   std::vector<AssessorRow> rows;
   {
-    AssessorRow r = NewAssessorRow("medianstop", "medianstop", "medianstop");
+    AssessorRow r = NewRow<AssessorRow>("medianstop", "medianstop", "medianstop");
     r.class_args = {{"optimize_mode", "maximize"}, {"start_step", 2}};
     r.wrong_arg = {{"start_step", "x"}};
     r.wrong_arg_name = "start_step";
     rows.push_back(r);
   }
   {
-    AssessorRow r = NewAssessorRow("curvefitting", "curvefitting", "curvefitting");
+    AssessorRow r = NewRow<AssessorRow>("curvefitting", "curvefitting", "curvefitting");
     r.class_args = {{"epoch_num", 20}, {"start_step", 4}, {"threshold", 0.95}, {"seed", 21}};
     r.wrong_arg = {{"epoch_num", 0}};
     r.wrong_arg_name = "epoch_num";
@@ -973,28 +989,13 @@ class AssessorDriver {
   int bads = 0;
 
  private:
-  void Note(const char* op, const Status& st) {
-    if (st.ok()) return;
-    ADD_FAILURE() << row_.label << ": " << op << ": " << st.ToString();
-    log.push_back({std::string(op) + " error " + st.ToString(), ""});
-  }
+  void Note(const char* op, const Status& st) { NoteFailure(row_.label, op, st, &log); }
 
   const AssessorRow& row_;
   std::unique_ptr<th::Assessor> assessor_;
 };
 
-class AssessorConformance : public ::testing::TestWithParam<AssessorRow> {
- protected:
-  void SetUp() override {
-    std::string why;
-    switch (Find("assessor", GetParam().plugin, GetParam().target, &why)) {
-      case Availability::kLoaded: return;
-      case Availability::kNotInBuild: GTEST_SKIP() << why;
-      case Availability::kMissing: FAIL() << why;
-    }
-  }
-  const AssessorRow& row() const { return GetParam(); }
-};
+class AssessorConformance : public Conformance<AssessorRow> {};
 
 TEST_P(AssessorConformance, SameSeedSameDecisions) {
   AssessorDriver a(row()), b(row());
@@ -1043,13 +1044,7 @@ TEST_P(AssessorConformance, CheckpointContinuesExactly) {
 }
 
 TEST_P(AssessorConformance, BadClassArgsNamed) {
-  std::vector<std::pair<Json, std::string>> cases = {
-      {Json{{"no_such_arg", 1}}, "no_such_arg"},
-      {Json{{"optimize_mode", 5}}, "optimize_mode"},
-      {row().wrong_arg, row().wrong_arg_name},
-  };
-  if (row().takes_seed) cases.push_back({Json{{"seed", "x"}}, "seed"});
-  for (const auto& [args, name] : cases) {
+  for (const auto& [args, name] : BadClassArgs(row())) {
     SCOPED_TRACE("class_args " + args.dump());
     std::unique_ptr<th::Assessor> assessor;
     Status st = Registry().CreateAssessor(row().plugin, Pack(args), &assessor);

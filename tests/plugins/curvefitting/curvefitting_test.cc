@@ -19,49 +19,19 @@
 
 #include "curvefitting/curve_model.h"
 #include "curvefitting/curvefitting_assessor.h"
+#include "plugins/assessor_testing.h"
 #include "plugins/plugin_testing.h"
 #include "tunehost/sdk/host.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
 
 using curvefitting::Families;
 using curvefitting::FindFamily;
 using curvefitting::FitLeastSquares;
 using curvefitting::Params;
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
 
 // --- helpers ---
-
-std::unique_ptr<CurvefittingAssessor> Make(const RecordingHost& host,
-                                           const std::string& class_args) {
-  msgpack::object_handle args = MsgpackOf(Json::parse(class_args));
-  return std::make_unique<CurvefittingAssessor>(host.ref(), args.get());
-}
-
-msgpack::object_handle History(const std::vector<double>& values) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_array(static_cast<uint32_t>(values.size()));
-  for (double v : values) pk.pack_double(v);
-  return msgpack::unpack(buffer.data(), buffer.size());
-}
-
-// true = Good (keep running), false = Bad (stop).
-bool Assess(CurvefittingAssessor& a, const std::string& trial, const std::vector<double>& values) {
-  msgpack::object_handle h = History(values);
-  return a.AssessTrial(trial, h.get());
-}
-
-// A trial that reported `values`, was assessed once with all of them, and
-// ended.
-void Finish(CurvefittingAssessor& a, const std::string& trial, const std::vector<double>& values,
-            bool success = true) {
-  Assess(a, trial, values);
-  a.TrialEnd(trial, success);
-}
 
 // The first `n` values of a curve y(x), x = 1..n.
 std::vector<double> Curve(int n, const std::function<double(double)>& y) {
@@ -75,20 +45,6 @@ std::vector<double> Curve(int n, const std::function<double(double)>& y) {
 double Rising(double x) { return 0.9 * (1.0 - 0.8 / std::sqrt(x)); }
 // A curve stuck at 0.1.
 double Flat(double /*x*/) { return 0.1; }
-
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
 
 double Formula(const std::string& name, double x, Params p) {
   const curvefitting::Family* f = FindFamily(name);
@@ -245,7 +201,7 @@ TEST(CurvefittingModelTest, PredictsLevelledCurvesAndWaitsOnSteepOnes) {
 
 TEST(CurvefittingAssessorTest, DefaultsAreNnis) {
   RecordingHost host;
-  auto a = Make(host, "{}");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, "{}");
   EXPECT_EQ(a->epoch_num(), 20);
   EXPECT_EQ(a->start_step(), 6);
   EXPECT_EQ(a->threshold(), 0.95);
@@ -253,7 +209,8 @@ TEST(CurvefittingAssessorTest, DefaultsAreNnis) {
   EXPECT_FALSE(a->has_best());
   // Without a seed the one drawn is logged so the run can be repeated.
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "curvefitting: seed "));
-  auto b = Make(host, R"({"epoch_num": 50, "start_step": 0, "threshold": 0.5, "gap": 3,
+  auto b = MakeAssessor<CurvefittingAssessor>(
+      host, R"({"epoch_num": 50, "start_step": 0, "threshold": 0.5, "gap": 3,
                           "optimize_mode": "maximize", "seed": 7})");
   EXPECT_EQ(b->epoch_num(), 50);
   EXPECT_EQ(b->start_step(), 0);
@@ -264,7 +221,7 @@ TEST(CurvefittingAssessorTest, DefaultsAreNnis) {
 
 TEST(CurvefittingAssessorTest, GoodWithoutPredictingBeforeAnySuccess) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1})");
   // A trial stuck at 0.1 for 20 epochs: nothing to compare with yet.
   for (int s = 1; s <= 20; ++s) EXPECT_TRUE(Assess(*a, "T", Curve(s, Flat))) << s;
   // A failed trial does not set the best either.
@@ -276,7 +233,7 @@ TEST(CurvefittingAssessorTest, GoodWithoutPredictingBeforeAnySuccess) {
 
 TEST(CurvefittingAssessorTest, GoodWithoutPredictingBeforeStartStep) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1, "start_step": 8})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1, "start_step": 8})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   ASSERT_TRUE(a->has_best());
   for (int s = 1; s < 8; ++s) EXPECT_TRUE(Assess(*a, "T", Curve(s, Flat))) << s;
@@ -288,7 +245,7 @@ TEST(CurvefittingAssessorTest, GoodWithoutPredictingBeforeStartStep) {
 
 TEST(CurvefittingAssessorTest, FlatLowCurveIsBad) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 3})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 3})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   EXPECT_EQ(a->best(), 0.9);
   // Predicted ~0.1 at epoch 20, below 0.95 * 0.9 = 0.855.
@@ -304,7 +261,7 @@ TEST(CurvefittingAssessorTest, FlatLowCurveIsBad) {
 
 TEST(CurvefittingAssessorTest, RisingCurveIsGoodWhenTheBestIsSimilar) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 3})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 3})");
   // Best completed 0.75: the standard is 0.7125. The rising curve reaches
   // 0.739 at epoch 20 and is Good at every step (while steep, because the
   // families disagree and NNI waits; at the end, because of the prediction).
@@ -321,7 +278,7 @@ TEST(CurvefittingAssessorTest, RisingCurveIsGoodWhenTheBestIsSimilar) {
 
 TEST(CurvefittingAssessorTest, GapRule) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1, "gap": 3})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1, "gap": 3})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   EXPECT_FALSE(Assess(*a, "T", Curve(6, Flat)));  // judged at 6
   EXPECT_EQ(a->predictions(), 1);
@@ -341,7 +298,7 @@ TEST(CurvefittingAssessorTest, GapRule) {
 
 TEST(CurvefittingAssessorTest, TrialEndUsesThatTrialsOwnFinalValue) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1})");
   // A is assessed with a history ending at 0.9, then B ending at 0.2. NNI
   // would take the last assessed history (B's 0.2) when A ends.
   Assess(*a, "A", {0.5, 0.95, 0.9});
@@ -367,7 +324,7 @@ TEST(CurvefittingAssessorTest, TrialEndUsesThatTrialsOwnFinalValue) {
 
 TEST(CurvefittingAssessorTest, UnpredictableHistoriesAreGood) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1, "start_step": 0})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1, "start_step": 0})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   EXPECT_TRUE(Assess(*a, "empty", {}));
   std::vector<double> broken = Curve(10, Flat);
@@ -380,7 +337,7 @@ TEST(CurvefittingAssessorTest, UnpredictableHistoriesAreGood) {
 // later trial is judged against.
 TEST(CurvefittingAssessorTest, NonFiniteFinalValueDoesNotSetTheBest) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1, "start_step": 0})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1, "start_step": 0})");
   std::vector<double> curve = Curve(20, [](double) { return 0.9; });
   curve.back() = NAN;
   Finish(*a, "nan", curve);
@@ -394,22 +351,20 @@ TEST(CurvefittingAssessorTest, NonFiniteFinalValueDoesNotSetTheBest) {
 
 TEST(CurvefittingAssessorTest, MetricMapsUseTheirDefaultValue) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   Json h = Json::array();
   for (int i = 0; i < 8; ++i) h.push_back({{"default", 0.1}, {"loss", 3}});
   msgpack::object_handle low = MsgpackOf(h);
   EXPECT_FALSE(a->AssessTrial("low", low.get()));
-  msgpack::object_handle text = MsgpackOf(Json::parse(R"([1.0, "abc"])"));
-  ExpectError([&] { a->AssessTrial("T", text.get()); }, TH_INVALID_ARGUMENT, {"history[1]"});
-  msgpack::object_handle map = MsgpackOf(Json::parse(R"({"default": 1})"));
-  ExpectError([&] { a->AssessTrial("T", map.get()); }, TH_INVALID_ARGUMENT,
-              {"history must be an array"});
+  ExpectMalformedHistoriesRefused(*a);
 }
 
 TEST(CurvefittingAssessorTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
-  auto construct = [&](const std::string& args) { return [&host, args] { Make(host, args); }; };
+  auto construct = [&](const std::string& args) {
+    return Constructing<CurvefittingAssessor>(host, args);
+  };
   ExpectError(construct(R"({"epoch_num": 0})"), TH_INVALID_ARGUMENT, {"\"epoch_num\""});
   ExpectError(construct(R"({"epoch_num": 10000})"), TH_INVALID_ARGUMENT, {"\"epoch_num\""});
   ExpectError(construct(R"({"epoch_num": 20.5})"), TH_INVALID_ARGUMENT, {"\"epoch_num\""});
@@ -428,7 +383,8 @@ TEST(CurvefittingAssessorTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(CurvefittingAssessorTest, MinimizeIsRefused) {
   RecordingHost host;
-  ExpectError([&] { Make(host, R"({"optimize_mode": "minimize"})"); }, TH_INVALID_ARGUMENT,
+  ExpectError([&] { MakeAssessor<CurvefittingAssessor>(host, R"({"optimize_mode": "minimize"})"); },
+              TH_INVALID_ARGUMENT,
               {"curvefitting", "\"optimize_mode\"", "\"minimize\" is not supported", "maximize"});
 }
 
@@ -449,8 +405,8 @@ std::vector<bool> Script(CurvefittingAssessor& a) {
 TEST(CurvefittingAssessorTest, SameSeedSameDecisionsAndPredictions) {
   RecordingHost host_a;
   RecordingHost host_b;
-  auto a = Make(host_a, R"({"seed": 42, "gap": 2})");
-  auto b = Make(host_b, R"({"seed": 42, "gap": 2})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host_a, R"({"seed": 42, "gap": 2})");
+  auto b = MakeAssessor<CurvefittingAssessor>(host_b, R"({"seed": 42, "gap": 2})");
   Finish(*a, "best", Curve(20, [](double) { return 0.78; }));
   Finish(*b, "best", Curve(20, [](double) { return 0.78; }));
   EXPECT_EQ(Script(*a), Script(*b));
@@ -461,7 +417,7 @@ TEST(CurvefittingAssessorTest, SameSeedSameDecisionsAndPredictions) {
   // The comparison can tell: another seed moves the MCMC weights, and with
   // them the logged predictions (in the 4th-5th digit).
   RecordingHost host_c;
-  auto c = Make(host_c, R"({"seed": 43, "gap": 2})");
+  auto c = MakeAssessor<CurvefittingAssessor>(host_c, R"({"seed": 43, "gap": 2})");
   Finish(*c, "best", Curve(20, [](double) { return 0.78; }));
   Script(*c);
   EXPECT_NE(host_a.logs(), host_c.logs());
@@ -469,7 +425,7 @@ TEST(CurvefittingAssessorTest, SameSeedSameDecisionsAndPredictions) {
 
 TEST(CurvefittingAssessorTest, SavedStateContinuesExactly) {
   RecordingHost host_a;
-  auto a = Make(host_a, R"({"seed": 9, "gap": 2})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host_a, R"({"seed": 9, "gap": 2})");
   Finish(*a, "best", Curve(20, [](double) { return 0.78; }));
   // Running trials with histories and gap counters in flight.
   Assess(*a, "P", Curve(7, Flat));
@@ -477,7 +433,8 @@ TEST(CurvefittingAssessorTest, SavedStateContinuesExactly) {
   const std::string state = a->SaveState();
 
   RecordingHost host_b;
-  auto b = Make(host_b, R"({"seed": 1234, "gap": 2})");  // its own seed is replaced
+  auto b = MakeAssessor<CurvefittingAssessor>(
+      host_b, R"({"seed": 1234, "gap": 2})");  // its own seed is replaced
   b->LoadState(state);
   EXPECT_TRUE(b->has_best());
   EXPECT_EQ(b->best(), 0.78);
@@ -510,28 +467,26 @@ TEST(CurvefittingAssessorTest, SavedStateContinuesExactly) {
 
 TEST(CurvefittingAssessorTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto a = Make(host, R"({"seed": 1})");
+  auto a = MakeAssessor<CurvefittingAssessor>(host, R"({"seed": 1})");
   Finish(*a, "best", Curve(20, [](double) { return 0.9; }));
   ExpectError([&] { a->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  std::vector<uint8_t> other =
-      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.medianstop", "version": 1})"));
-  ExpectError([&] { a->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"not a state of format org.tunehost.curvefitting"});
-  std::vector<uint8_t> bad_rng = Json::to_msgpack(Json::parse(
-      R"({"format": "org.tunehost.curvefitting", "version": 1, "histories": {},
-          "last_judgment": {}, "best": null, "completed": 0, "predictions": 0,
-          "rng": "not a state"})"));
-  ExpectError([&] { a->LoadState(std::string(bad_rng.begin(), bad_rng.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "rng"});
-  std::vector<uint8_t> bad_history = Json::to_msgpack(Json::parse(
+  const std::string other = PackText(R"({"format": "org.tunehost.medianstop", "version": 1})");
+  ExpectError([&] { a->LoadState(other); }, TH_INVALID_ARGUMENT,
+              {"not a state of format org.tunehost.curvefitting"});
+  const std::string bad_rng =
+      PackText(R"({"format": "org.tunehost.curvefitting", "version": 1, "histories": {},
+                   "last_judgment": {}, "best": null, "completed": 0, "predictions": 0,
+                   "rng": "not a state"})");
+  ExpectError([&] { a->LoadState(bad_rng); }, TH_INVALID_ARGUMENT, {"saved state", "rng"});
+  const std::string bad_history = PackText(
       R"({"format": "org.tunehost.curvefitting", "version": 1, "histories": {"A": [1, "x"]},
-          "last_judgment": {}, "best": null, "completed": 0, "predictions": 0, "rng": ""})"));
-  ExpectError([&] { a->LoadState(std::string(bad_history.begin(), bad_history.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "histories"});
+          "last_judgment": {}, "best": null, "completed": 0, "predictions": 0, "rng": ""})");
+  ExpectError([&] { a->LoadState(bad_history); }, TH_INVALID_ARGUMENT,
+              {"saved state", "histories"});
   EXPECT_TRUE(a->has_best());
   EXPECT_EQ(a->best(), 0.9);
   EXPECT_FALSE(Assess(*a, "low", Curve(10, Flat)));
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

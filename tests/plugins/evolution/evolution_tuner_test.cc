@@ -20,89 +20,11 @@
 #include <vector>
 
 #include "plugins/plugin_testing.h"
+#include "plugins/tuner_testing.h"
 #include "tunehost/sdk/host.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
-
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
-
-std::unique_ptr<EvolutionTuner> Make(const RecordingHost& host, const std::string& class_args,
-                                     const std::string& space) {
-  msgpack::object_handle args = Msgpack(class_args);
-  auto tuner = std::make_unique<EvolutionTuner>(host.ref(), args.get());
-  msgpack::object_handle s = Msgpack(space);
-  tuner->UpdateSearchSpace(s.get());
-  return tuner;
-}
-
-Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
-
-// The packed parameters, or nullopt when the id was kept as credit.
-std::optional<std::string> Generate(EvolutionTuner& tuner, int64_t id) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  if (!tuner.GenerateParameters(id, pk)) {
-    EXPECT_EQ(buffer.size(), 0u) << "nothing may be packed when no trial is generated";
-    return std::nullopt;
-  }
-  return std::string(buffer.data(), buffer.size());
-}
-
-struct Multi {
-  bool all = false;
-  std::vector<std::pair<int64_t, std::string>> emitted;
-};
-
-Multi GenerateMultiple(EvolutionTuner& tuner, const std::vector<int64_t>& ids) {
-  Multi m;
-  m.all = tuner.GenerateMultiple(ids, [&](int64_t id, const msgpack::sbuffer& params) {
-    m.emitted.emplace_back(id, std::string(params.data(), params.size()));
-  });
-  return m;
-}
-
-void Report(EvolutionTuner& tuner, int64_t id, const std::string& params, double metric) {
-  msgpack::object_handle p = msgpack::unpack(params.data(), params.size());
-  msgpack::object_handle v = MsgpackOf(Json(metric));
-  tuner.ReceiveTrialResult(id, p.get(), v.get(), metric, false);
-}
-
-void Import(EvolutionTuner& tuner, const Json& records) {
-  msgpack::object_handle h = MsgpackOf(records);
-  tuner.ImportData(h.get());
-}
-
-// Runs `fn`, which must throw sdk::Error with `status` and a message holding
-// every string of `parts`.
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
-
-// A deterministic metric of any parameter map: the sum of its numbers.
-double MetricOf(const Json& j) {
-  if (j.is_number()) return j.get<double>();
-  double sum = 0;
-  if (j.is_object() || j.is_array()) {
-    for (const auto& item : j) sum += MetricOf(item);
-  }
-  if (j.is_string()) sum += static_cast<double>(j.get<std::string>().size());
-  return sum;
-}
 
 // The population as (parameter map, fitness) pairs, packed by the space.
 struct Member {
@@ -162,7 +84,7 @@ struct Driver {
   std::vector<std::string> Run(EvolutionTuner& tuner, RecordingHost& host, int steps) {
     std::vector<std::string> log;
     for (int i = 0; i < steps; ++i) {
-      Multi m = GenerateMultiple(tuner, {next_id, next_id + 1});
+      Generated m = GenerateMultiple(tuner, {next_id, next_id + 1});
       next_id += 2;
       log.push_back(m.all ? "all" : "some");
       for (auto& [id, params] : m.emitted) {
@@ -173,7 +95,7 @@ struct Driver {
         auto [id, params] = running.front();
         running.pop_front();
         const bool fail = ++ended % 4 == 0;
-        if (!fail) Report(tuner, id, params, MetricOf(ToJson(params)));
+        if (!fail) ReportResult(tuner, id, params, MetricOf(ToJson(params)));
         tuner.TrialEnd(id, !fail);
         for (auto& [sid, sparams] : host.sent()) {
           log.push_back("S" + std::to_string(sid) + ":" + sparams);
@@ -186,29 +108,19 @@ struct Driver {
   }
 };
 
-// Compares two driver logs ("E<id>:" emitted, "S<id>:" sent later, then the
-// packed map) byte for byte, printing the first difference as JSON.
-void ExpectSameLog(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  auto readable = [](const std::string& line) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) return line;
-    return line.substr(0, colon + 1) + ToJson(line.substr(colon + 1)).dump();
-  };
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) {
-      ADD_FAILURE() << "first difference at #" << i << ": " << readable(a[i]) << " vs "
-                    << readable(b[i]);
-      return;
-    }
-  }
+// A line of a driver log ("E<id>:" emitted, "S<id>:" sent later, then the
+// packed map) with the map as JSON, for ExpectSameSequence.
+std::string ReadableLine(const std::string& line) {
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return line;
+  return line.substr(0, colon + 1) + ToJson(line.substr(colon + 1)).dump();
 }
 
 // --- Evolution semantics ---
 
 TEST(EvolutionTunerTest, RandomInitialPopulationIsRunFirst) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 1, "population_size": 5})", kFour);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 1, "population_size": 5})");
   std::vector<Member> initial = PopulationOf(*tuner, kFour);
   ASSERT_EQ(initial.size(), 5u);
   std::set<Json> distinct;
@@ -261,7 +173,7 @@ void CheckGenerations(
     }
     EXPECT_TRUE(found) << "no member at least as good as the dropped one (" << *dropped.fitness
                        << ") is the parent of " << child;
-    Report(tuner, id, *p, MetricOf(child) * ((g % 3) - 1));
+    ReportResult(tuner, id, *p, MetricOf(child) * ((g % 3) - 1));
     tuner.TrialEnd(id, true);
   }
 }
@@ -269,7 +181,7 @@ void CheckGenerations(
 void StartWithResults(EvolutionTuner& tuner, int n) {
   for (int64_t id = 0; id < n; ++id) {
     std::string p = *Generate(tuner, id);
-    Report(tuner, id, p, MetricOf(ToJson(p)));
+    ReportResult(tuner, id, p, MetricOf(ToJson(p)));
     tuner.TrialEnd(id, true);
   }
 }
@@ -278,9 +190,9 @@ TEST(EvolutionTunerTest, ChildIsTheBetterOfTwoWithExactlyOneParameterResampled) 
   for (const char* mode : {"maximize", "minimize"}) {
     SCOPED_TRACE(mode);
     RecordingHost host;
-    auto tuner = Make(
-        host, std::string(R"({"seed": 2, "population_size": 4, "optimize_mode": ")") + mode + "\"}",
-        kFour);
+    auto tuner = MakeTuner<EvolutionTuner>(
+        host, kFour,
+        std::string(R"({"seed": 2, "population_size": 4, "optimize_mode": ")") + mode + "\"}");
     StartWithResults(*tuner, 4);
     std::set<std::string> mutated;
     CheckGenerations(*tuner, kFour, 80, 100, [&](const Json& parent, const Json& child) {
@@ -295,11 +207,13 @@ TEST(EvolutionTunerTest, ChildIsTheBetterOfTwoWithExactlyOneParameterResampled) 
 
 TEST(EvolutionTunerTest, FitnessFollowsOptimizeMode) {
   RecordingHost host;
-  auto max = Make(host, R"({"seed": 3, "population_size": 1})", kFour);  // maximize by default
-  auto min = Make(host, R"({"seed": 3, "population_size": 1, "optimize_mode": "minimize"})", kFour);
+  auto max = MakeTuner<EvolutionTuner>(
+      host, kFour, R"({"seed": 3, "population_size": 1})");  // maximize by default
+  auto min = MakeTuner<EvolutionTuner>(
+      host, kFour, R"({"seed": 3, "population_size": 1, "optimize_mode": "minimize"})");
   for (EvolutionTuner* t : {max.get(), min.get()}) {
     std::string p = *Generate(*t, 0);
-    Report(*t, 0, p, 2.5);
+    ReportResult(*t, 0, p, 2.5);
     t->TrialEnd(0, true);
   }
   ASSERT_EQ(max->population().size(), 1u);
@@ -308,7 +222,7 @@ TEST(EvolutionTunerTest, FitnessFollowsOptimizeMode) {
   EXPECT_EQ(min->population()[0].fitness, -2.5);
   // Two results in a minimizing population: the child comes from the lower metric.
   std::string p = *Generate(*min, 1);
-  Report(*min, 1, p, 1.0);
+  ReportResult(*min, 1, p, 1.0);
   min->TrialEnd(1, true);
   const Json best = ToJson(p);
   const Json child = ToJson(*Generate(*min, 2));
@@ -319,7 +233,7 @@ TEST(EvolutionTunerTest, FitnessFollowsOptimizeMode) {
 
 TEST(EvolutionTunerTest, NestedChoiceMutationResamplesItsSubSpace) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 4, "population_size": 4})", kNested);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kNested, R"({"seed": 4, "population_size": 4})");
   StartWithResults(*tuner, 4);
   int z_only = 0;
   int inner_one = 0;
@@ -358,7 +272,7 @@ TEST(EvolutionTunerTest, NestedChoiceMutationResamplesItsSubSpace) {
 
 TEST(EvolutionTunerTest, TrialEndingWithoutResultIsReplacedByARandomIndividual) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 5, "population_size": 2})", kFour);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 5, "population_size": 2})");
   std::vector<Member> initial = PopulationOf(*tuner, kFour);
   const std::string p0 = *Generate(*tuner, 0);
   const std::string p1 = *Generate(*tuner, 1);
@@ -371,7 +285,7 @@ TEST(EvolutionTunerTest, TrialEndingWithoutResultIsReplacedByARandomIndividual) 
   EXPECT_NE(after[0].config, initial[0].config);
   EXPECT_NE(after[0].config, initial[1].config);
 
-  Report(*tuner, 1, p1, 3.0);
+  ReportResult(*tuner, 1, p1, 3.0);
   tuner->TrialEnd(1, true);  // a result: nothing to replace
   ASSERT_EQ(tuner->population().size(), 2u);
 
@@ -391,8 +305,8 @@ TEST(EvolutionTunerTest, TrialEndingWithoutResultIsReplacedByARandomIndividual) 
 
 TEST(EvolutionTunerTest, IdsBeyondThePopulationAreKeptAndEachTrialEndServesOne) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 6, "population_size": 2})", kFour);
-  Multi m = GenerateMultiple(*tuner, {10, 11, 12, 13});
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 6, "population_size": 2})");
+  Generated m = GenerateMultiple(*tuner, {10, 11, 12, 13});
   EXPECT_FALSE(m.all);
   ASSERT_EQ(m.emitted.size(), 2u);
   EXPECT_EQ(m.emitted[0].first, 10);
@@ -401,7 +315,7 @@ TEST(EvolutionTunerTest, IdsBeyondThePopulationAreKeptAndEachTrialEndServesOne) 
   EXPECT_TRUE(host.sent().empty());
   EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "population_size"));
 
-  Report(*tuner, 10, m.emitted[0].second, 1.0);
+  ReportResult(*tuner, 10, m.emitted[0].second, 1.0);
   tuner->TrialEnd(10, true);
   ASSERT_EQ(host.sent().size(), 1u);
   EXPECT_EQ(host.sent()[0].first, 12);
@@ -424,7 +338,7 @@ TEST(EvolutionTunerTest, IdsBeyondThePopulationAreKeptAndEachTrialEndServesOne) 
     EXPECT_LE(p["a"].get<double>(), 1.0);
   }
   // A free slot again: a new id is emitted at once.
-  Multi next = GenerateMultiple(*tuner, {14});
+  Generated next = GenerateMultiple(*tuner, {14});
   EXPECT_TRUE(next.all);
   ASSERT_EQ(next.emitted.size(), 1u);
 }
@@ -432,11 +346,11 @@ TEST(EvolutionTunerTest, IdsBeyondThePopulationAreKeptAndEachTrialEndServesOne) 
 TEST(EvolutionTunerTest, TheLastCreditIsServedToo) {
   // NNI serves only while credit > 1: with one kept id that slot is lost.
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 7, "population_size": 1})", kFour);
-  Multi m = GenerateMultiple(*tuner, {0, 1});
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 7, "population_size": 1})");
+  Generated m = GenerateMultiple(*tuner, {0, 1});
   ASSERT_EQ(m.emitted.size(), 1u);
   EXPECT_EQ(tuner->credits().size(), 1u);
-  Report(*tuner, 0, m.emitted[0].second, 1.0);
+  ReportResult(*tuner, 0, m.emitted[0].second, 1.0);
   tuner->TrialEnd(0, true);
   ASSERT_EQ(host.sent().size(), 1u);
   EXPECT_EQ(host.sent()[0].first, 1);
@@ -445,35 +359,21 @@ TEST(EvolutionTunerTest, TheLastCreditIsServedToo) {
 
 TEST(EvolutionTunerTest, CreditThroughTheCAbiIsNoMoreTrialsThenSendTrial) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"seed": 8, "population_size": 2})");
-  const th_tuner_t* t =
-      sdk::detail::TunerHandle::Create(std::make_unique<EvolutionTuner>(host.ref(), args.get()));
-  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kFour));
-  char message[256] = {};
-  th_error_t err{message, sizeof(message)};
-  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-      << message;
-  std::vector<int64_t> emitted;
-  th_param_sink_t sink{
-      &emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*, size_t) -> th_status {
-        static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
-        return TH_OK;
-      }};
-  const int64_t ids[] = {20, 21, 22, 23, 24};
-  EXPECT_EQ(t->generate(t, ids, 5, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_EQ(emitted, (std::vector<int64_t>{20, 21}));
-  for (int64_t id : {20, 21, 22}) ASSERT_EQ(t->trial_end(t, id, false, &err), TH_OK) << message;
+  auto t = AbiTuner::Of<EvolutionTuner>(host, R"({"seed": 8, "population_size": 2})");
+  ASSERT_EQ(t->UpdateSearchSpace(kFour), TH_OK) << t->message();
+  EXPECT_EQ(t->Generate({20, 21, 22, 23, 24}), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(t->emitted_ids(), (std::vector<int64_t>{20, 21}));
+  for (int64_t id : {20, 21, 22}) ASSERT_EQ(t->TrialEnd(id, false), TH_OK) << t->message();
   ASSERT_EQ(host.sent().size(), 3u);
   EXPECT_EQ(host.sent()[0].first, 22);
   EXPECT_EQ(host.sent()[1].first, 23);
   EXPECT_EQ(host.sent()[2].first, 24);
-  t->destroy(t);
 }
 
 TEST(EvolutionTunerTest, RefusedSendTrialDropsTheIdAndKeepsTheConfiguration) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 9, "population_size": 1})", kFour);
-  Multi m = GenerateMultiple(*tuner, {0, 1});
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 9, "population_size": 1})");
+  Generated m = GenerateMultiple(*tuner, {0, 1});
   ASSERT_EQ(m.emitted.size(), 1u);
   host.send_trial_status = TH_INVALID_ARGUMENT;
   tuner->TrialEnd(0, false);
@@ -495,7 +395,7 @@ TEST(EvolutionTunerTest, ImportedIndividualsCompeteWithTheirResults) {
   const char* space = R"({"a": {"_type": "uniform", "_value": [0, 1]},
                          "b": {"_type": "uniform", "_value": [0, 1]},
                          "c": {"_type": "uniform", "_value": [0, 1]}})";
-  auto tuner = Make(host, R"({"seed": 10, "population_size": 1})", space);
+  auto tuner = MakeTuner<EvolutionTuner>(host, space, R"({"seed": 10, "population_size": 1})");
   const Json x = Json::parse(R"({"a": 0.25, "b": 0.5, "c": 0.75})");
   Import(*tuner, Json::array({Json{{"parameter", x}, {"value", {{"default", 100.0}}}},
                               Json{{"parameters", {{"a", 0.1}}}, {"value", 1.0}},
@@ -508,7 +408,7 @@ TEST(EvolutionTunerTest, ImportedIndividualsCompeteWithTheirResults) {
 
   // The random individual runs first and does worse than the import ...
   std::string r = *Generate(*tuner, 0);
-  Report(*tuner, 0, r, 0.0);
+  ReportResult(*tuner, 0, r, 0.0);
   tuner->TrialEnd(0, true);
   // ... so the next child is the imported configuration with one change.
   const Json child = ToJson(*Generate(*tuner, 1));
@@ -517,14 +417,12 @@ TEST(EvolutionTunerTest, ImportedIndividualsCompeteWithTheirResults) {
   ASSERT_EQ(pop.size(), 1u);
   EXPECT_EQ(pop[0].config, x);
 
-  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
-  ExpectError([&] { tuner->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
-              {"import data must be an array"});
+  ExpectNonArrayImportRefused(*tuner);
 }
 
 TEST(EvolutionTunerTest, UnknownIdsAreIgnoredAndCustomizedResultsJoin) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 11, "population_size": 2})", kFour);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 11, "population_size": 2})");
   msgpack::object_handle params = Msgpack(R"({"a": 0.5, "b": 0.1, "c": 0.0, "d": 7.0})");
   msgpack::object_handle value = Msgpack("4.0");
   tuner->ReceiveTrialResult(50, params.get(), value.get(), 4.0, false);
@@ -539,19 +437,18 @@ TEST(EvolutionTunerTest, UnknownIdsAreIgnoredAndCustomizedResultsJoin) {
 
 TEST(EvolutionTunerTest, NewSearchSpaceStartsANewPopulation) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 12, "population_size": 3})", kFour);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 12, "population_size": 3})");
   StartWithResults(*tuner, 3);
   std::string running = *Generate(*tuner, 3);
-  msgpack::object_handle other = Msgpack(R"({"a": {"_type": "uniform", "_value": [0, 1]},
-                                              "b": {"_type": "loguniform", "_value": [0.001, 1]},
-                                              "c": {"_type": "normal", "_value": [0, 1]},
-                                              "d": {"_type": "quniform", "_value": [0, 100, 0.001]},
-                                              "e": {"_type": "choice", "_value": [1, 2]}})");
-  tuner->UpdateSearchSpace(other.get());
+  Update(*tuner, R"({"a": {"_type": "uniform", "_value": [0, 1]},
+                     "b": {"_type": "loguniform", "_value": [0.001, 1]},
+                     "c": {"_type": "normal", "_value": [0, 1]},
+                     "d": {"_type": "quniform", "_value": [0, 100, 0.001]},
+                     "e": {"_type": "choice", "_value": [1, 2]}})");
   ASSERT_EQ(tuner->population().size(), 3u);
   for (const auto& ind : tuner->population()) EXPECT_FALSE(ind.fitness.has_value());
   // The running trial's configuration has no "e": its result cannot join.
-  Report(*tuner, 3, running, 1.0);
+  ReportResult(*tuner, 3, running, 1.0);
   tuner->TrialEnd(3, true);
   EXPECT_EQ(tuner->population().size(), 3u);
   EXPECT_EQ(tuner->running_count(), 0u);
@@ -562,10 +459,7 @@ TEST(EvolutionTunerTest, NewSearchSpaceStartsANewPopulation) {
 TEST(EvolutionTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
   auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      EvolutionTuner t(host.ref(), h.get());
-    };
+    return Constructing<EvolutionTuner>(host, args);
   };
   for (const char* bad : {"0", "-1", "1.5", "\"8\"", "100000", "true"}) {
     ExpectError(construct(std::string(R"({"population_size": )") + bad + "}"), TH_INVALID_ARGUMENT,
@@ -583,13 +477,8 @@ TEST(EvolutionTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(EvolutionTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 13, "population_size": 2})", kFour);
-  auto update = [&](const std::string& space) {
-    return [&tuner, space] {
-      msgpack::object_handle h = Msgpack(space);
-      tuner->UpdateSearchSpace(h.get());
-    };
-  };
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 13, "population_size": 2})");
+  auto update = [&](const std::string& space) { return Updating(*tuner, space); };
   ExpectError(update(R"({"lr": {"_type": "qloguniform", "_value": [0.1, 1]}})"),
               TH_INVALID_ARGUMENT, {"\"lr\""});
   ExpectError(update(R"({"opt": {"_type": "choice", "_value": [
@@ -601,12 +490,9 @@ TEST(EvolutionTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
 
 TEST(EvolutionTunerTest, CallsBeforeASearchSpaceAreABadState) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"population_size": 2})");
-  EvolutionTuner tuner(host.ref(), args.get());
+  auto tuner = MakeTuner<EvolutionTuner>(host, "", R"({"population_size": 2})");
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "evolution: seed "));
-  ExpectError([&] { Generate(tuner, 0); }, TH_BAD_STATE, {"no search space"});
-  ExpectError([&] { Import(tuner, Json::array()); }, TH_BAD_STATE, {"no search space"});
-  ExpectError([&] { tuner.LoadState("x"); }, TH_BAD_STATE, {"search space first"});
+  ExpectCallsBeforeASearchSpaceRefused(*tuner);
 }
 
 // --- Reproducibility and state ---
@@ -616,28 +502,28 @@ TEST(EvolutionTunerTest, SameSeedAndEventsGiveTheSameParameters) {
   RecordingHost host_b;
   RecordingHost host_c;
   const char* args = R"({"seed": 14, "population_size": 3})";
-  auto a = Make(host_a, args, kNested);
-  auto b = Make(host_b, args, kNested);
+  auto a = MakeTuner<EvolutionTuner>(host_a, kNested, args);
+  auto b = MakeTuner<EvolutionTuner>(host_b, kNested, args);
   Driver da;
   Driver db;
   std::vector<std::string> log_a = da.Run(*a, host_a, 60);
-  ExpectSameLog(db.Run(*b, host_b, 60), log_a);
+  ExpectSameSequence(db.Run(*b, host_b, 60), log_a, ReadableLine);
   // The script used both paths: emitted now and sent for a kept id.
   size_t sent = 0;
   for (const std::string& line : log_a) sent += line[0] == 'S' ? 1 : 0;
   EXPECT_GT(sent, 10u);
-  auto c = Make(host_c, R"({"seed": 15, "population_size": 3})", kNested);
+  auto c = MakeTuner<EvolutionTuner>(host_c, kNested, R"({"seed": 15, "population_size": 3})");
   Driver dc;
   EXPECT_TRUE(dc.Run(*c, host_c, 60) != log_a);
 }
 
 TEST(EvolutionTunerTest, SavedStateContinuesExactlyLikeTheOriginal) {
   RecordingHost host_a;
-  auto a = Make(host_a, R"({"seed": 16, "population_size": 3})", kNested);
+  auto a = MakeTuner<EvolutionTuner>(host_a, kNested, R"({"seed": 16, "population_size": 3})");
   Driver driver;
   driver.Run(*a, host_a, 25);
   // Saved mid-run with trials running and ids kept as credit.
-  Multi m = GenerateMultiple(*a, {driver.next_id, driver.next_id + 1});
+  Generated m = GenerateMultiple(*a, {driver.next_id, driver.next_id + 1});
   driver.next_id += 2;
   for (auto& [id, params] : m.emitted) driver.running.emplace_back(id, params);
   ASSERT_FALSE(a->credits().empty());
@@ -648,29 +534,28 @@ TEST(EvolutionTunerTest, SavedStateContinuesExactlyLikeTheOriginal) {
   std::vector<std::string> next = driver.Run(*a, host_a, 40);
 
   RecordingHost host_b;
-  auto b = Make(host_b, R"({"seed": 1, "population_size": 3})", kNested);
+  auto b = MakeTuner<EvolutionTuner>(host_b, kNested, R"({"seed": 1, "population_size": 3})");
   b->LoadState(state);
   EXPECT_EQ(b->seed(), 16u);
   EXPECT_EQ(b->credits(), credits);
-  ExpectSameLog(copy.Run(*b, host_b, 40), next);
+  ExpectSameSequence(copy.Run(*b, host_b, 40), next, ReadableLine);
   EXPECT_TRUE(b->SaveState() == a->SaveState());
 }
 
 TEST(EvolutionTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"seed": 17, "population_size": 2})", kFour);
-  auto reference = Make(host, R"({"seed": 17, "population_size": 2})", kFour);
+  auto tuner = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 17, "population_size": 2})");
+  auto reference = MakeTuner<EvolutionTuner>(host, kFour, R"({"seed": 17, "population_size": 2})");
   ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  std::vector<uint8_t> other =
-      Json::to_msgpack(Json::parse(R"({"format": "org.tunehost.anneal", "version": 1})"));
-  ExpectError([&] { tuner->LoadState(std::string(other.begin(), other.end())); },
-              TH_INVALID_ARGUMENT, {"saved state", "org.tunehost.evolution"});
-  auto nested = Make(host, R"({"seed": 17, "population_size": 2})", kNested);
+  const std::string other = PackText(R"({"format": "org.tunehost.anneal", "version": 1})");
+  ExpectError([&] { tuner->LoadState(other); }, TH_INVALID_ARGUMENT,
+              {"saved state", "org.tunehost.evolution"});
+  auto nested = MakeTuner<EvolutionTuner>(host, kNested, R"({"seed": 17, "population_size": 2})");
   ExpectError([&] { tuner->LoadState(nested->SaveState()); }, TH_INVALID_ARGUMENT,
               {"saved state", "does not fit the search space"});
   // Fitness is signed by optimize_mode: a state of the other mode is refused.
-  auto minimizing =
-      Make(host, R"({"seed": 17, "population_size": 2, "optimize_mode": "minimize"})", kFour);
+  auto minimizing = MakeTuner<EvolutionTuner>(
+      host, kFour, R"({"seed": 17, "population_size": 2, "optimize_mode": "minimize"})");
   ExpectError([&] { tuner->LoadState(minimizing->SaveState()); }, TH_INVALID_ARGUMENT,
               {"saved state", "optimize_mode minimize"});
   EXPECT_EQ(tuner->seed(), 17u);
@@ -678,4 +563,4 @@ TEST(EvolutionTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

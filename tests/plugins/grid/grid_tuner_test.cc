@@ -20,74 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/plugin_testing.h"
+#include "plugins/tuner_testing.h"
 #include "tunehost/sdk/cpp/search_space.h"
 #include "tunehost/sdk/host.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
-
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
-
-std::unique_ptr<GridTuner> Make(const RecordingHost& host, const std::string& space,
-                                const std::string& class_args = "{}") {
-  msgpack::object_handle args = Msgpack(class_args);
-  auto tuner = std::make_unique<GridTuner>(host.ref(), args.get());
-  if (!space.empty()) {
-    msgpack::object_handle s = Msgpack(space);
-    tuner->UpdateSearchSpace(s.get());
-  }
-  return tuner;
-}
-
-void Update(GridTuner& tuner, const std::string& space) {
-  msgpack::object_handle s = Msgpack(space);
-  tuner.UpdateSearchSpace(s.get());
-}
-
-// The packed parameters, or nullopt when the tuner has no more trials.
-std::optional<std::string> Generate(GridTuner& tuner, int64_t id = 0) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  if (!tuner.GenerateParameters(id, pk)) {
-    EXPECT_EQ(buffer.size(), 0u) << "nothing may be packed when no trial is generated";
-    return std::nullopt;
-  }
-  return std::string(buffer.data(), buffer.size());
-}
-
-std::vector<std::string> GenerateN(GridTuner& tuner, int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    std::optional<std::string> p = Generate(tuner, i);
-    EXPECT_TRUE(p.has_value()) << "generate #" << i << " returned no trial";
-    if (!p) break;
-    out.push_back(*p);
-  }
-  return out;
-}
-
-Json ToJson(const std::string& bytes) { return Json::from_msgpack(bytes); }
-
-std::vector<Json> GenerateJson(GridTuner& tuner, int n) {
-  std::vector<Json> out;
-  for (const std::string& bytes : GenerateN(tuner, n)) out.push_back(ToJson(bytes));
-  return out;
-}
-
-// Every configuration until the tuner says "no more trials" (at most `limit`).
-std::vector<Json> GenerateAll(GridTuner& tuner, size_t limit = 100000) {
-  std::vector<Json> out;
-  while (out.size() < limit) {
-    std::optional<std::string> p = Generate(tuner, static_cast<int64_t>(out.size()));
-    if (!p) break;
-    out.push_back(ToJson(*p));
-  }
-  return out;
-}
 
 // The values of one key, which must be floats.
 std::vector<double> Floats(const std::vector<Json>& configurations, const std::string& key) {
@@ -104,22 +42,6 @@ void ExpectNearAll(const std::vector<double>& got, const std::vector<double>& wa
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], tolerance * std::max(1.0, std::fabs(want[i]))) << "value " << i;
-  }
-}
-
-// Runs `fn`, which must throw sdk::Error with `status` and a message holding
-// every string of `parts`.
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
   }
 }
 
@@ -178,15 +100,15 @@ TEST(InverseNormalCdfTest, EndsMiddleAndSymmetry) {
 
 TEST(GridTunerTest, UniformIsRefinedByEpochs) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"u": {"_type": "uniform", "_value": [0, 8]}})");
+  auto tuner = MakeTuner<GridTuner>(host, R"({"u": {"_type": "uniform", "_value": [0, 8]}})");
   EXPECT_EQ(tuner->refinements(), 0);
   // Epoch 1: the midpoint; 2: the quartiles; 3: the odd eighths, each epoch
   // only what is new, in increasing quantile order.
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 1), "u"), (std::vector<double>{4}));
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 2), "u"), (std::vector<double>{2, 6}));
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 1), "u"), (std::vector<double>{4}));
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 2), "u"), (std::vector<double>{2, 6}));
   EXPECT_EQ(tuner->refinements(), 1);
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 4), "u"), (std::vector<double>{1, 3, 5, 7}));
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 8), "u"),
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 4), "u"), (std::vector<double>{1, 3, 5, 7}));
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 8), "u"),
             (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}));
   EXPECT_EQ(tuner->refinements(), 3);
   EXPECT_TRUE(
@@ -195,9 +117,9 @@ TEST(GridTunerTest, UniformIsRefinedByEpochs) {
 
 TEST(GridTunerTest, NewValuesAreCombinedWithEveryValueOfTheOtherParameters) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"c": {"_type": "choice", "_value": ["x", "y"]},
+  auto tuner = MakeTuner<GridTuner>(host, R"({"c": {"_type": "choice", "_value": ["x", "y"]},
                               "u": {"_type": "uniform", "_value": [0, 8]}})");
-  std::vector<Json> got = GenerateJson(*tuner, 14);
+  std::vector<Json> got = GenerateNJson(*tuner, 14);
   std::vector<Json> want;
   auto add = [&](const char* c, double u) { want.push_back(Json{{"c", c}, {"u", u}}); };
   // The last parameter varies fastest, as in NNI.
@@ -213,9 +135,9 @@ TEST(GridTunerTest, NewValuesAreCombinedWithEveryValueOfTheOtherParameters) {
 
 TEST(GridTunerTest, TwoNumericParametersGetEveryNewCombination) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"a": {"_type": "uniform", "_value": [0, 4]},
+  auto tuner = MakeTuner<GridTuner>(host, R"({"a": {"_type": "uniform", "_value": [0, 4]},
                               "b": {"_type": "uniform", "_value": [0, 40]}})");
-  std::vector<Json> got = GenerateJson(*tuner, 9);
+  std::vector<Json> got = GenerateNJson(*tuner, 9);
   std::vector<Json> want;
   // Epoch 2's grid is {2, 1, 3} x {20, 10, 30}; (2, 20) was epoch 1's.
   for (double a : {2, 1, 3}) {
@@ -226,22 +148,22 @@ TEST(GridTunerTest, TwoNumericParametersGetEveryNewCombination) {
 
 TEST(GridTunerTest, NormalTypesGoThroughTheInverseCdf) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"n": {"_type": "normal", "_value": [1, 2]}})");
-  std::vector<double> n = Floats(GenerateJson(*tuner, 7), "n");
+  auto tuner = MakeTuner<GridTuner>(host, R"({"n": {"_type": "normal", "_value": [1, 2]}})");
+  std::vector<double> n = Floats(GenerateNJson(*tuner, 7), "n");
   ASSERT_EQ(n.size(), 7u);
   EXPECT_EQ(n[0], 1.0);  // the median is mu exactly
   ExpectNearAll(n, {1, 1 + 2 * kPhiInv1_4, 1 - 2 * kPhiInv1_4, 1 + 2 * kPhiInv1_8,
                     1 + 2 * kPhiInv3_8, 1 - 2 * kPhiInv3_8, 1 - 2 * kPhiInv1_8});
 
-  auto log = Make(host, R"({"l": {"_type": "lognormal", "_value": [0.5, 1]}})");
-  ExpectNearAll(Floats(GenerateJson(*log, 3), "l"),
+  auto log = MakeTuner<GridTuner>(host, R"({"l": {"_type": "lognormal", "_value": [0.5, 1]}})");
+  ExpectNearAll(Floats(GenerateNJson(*log, 3), "l"),
                 {std::exp(0.5), std::exp(0.5 + kPhiInv1_4), std::exp(0.5 - kPhiInv1_4)});
 }
 
 TEST(GridTunerTest, LogTypesAreRefinedInLogSpace) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"lr": {"_type": "loguniform", "_value": [1, 100]}})");
-  ExpectNearAll(Floats(GenerateJson(*tuner, 3), "lr"),
+  auto tuner = MakeTuner<GridTuner>(host, R"({"lr": {"_type": "loguniform", "_value": [1, 100]}})");
+  ExpectNearAll(Floats(GenerateNJson(*tuner, 3), "lr"),
                 {10, 3.1622776601683795, 31.622776601683793});
 }
 
@@ -250,7 +172,7 @@ TEST(GridTunerTest, LogTypesAreRefinedInLogSpace) {
 TEST(GridTunerTest, QuniformTakesEachOfItsValuesOnceThenNoMoreTrials) {
   RecordingHost host;
   const char* space = R"({"q": {"_type": "quniform", "_value": [0, 10, 2.5]}})";
-  auto tuner = Make(host, space);
+  auto tuner = MakeTuner<GridTuner>(host, space);
   std::vector<Json> all = GenerateAll(*tuner);
   // Quantile 1/2 -> 5; 1/4, 3/4 -> 2.5, 7.5; 1/8 -> 1.25 rounds to 0 and
   // 7/8 -> 8.75 to 10, while 3/8 and 5/8 round to 5 again and are dropped.
@@ -264,17 +186,17 @@ TEST(GridTunerTest, QuantilesThatRoundToAKnownValueAreDropped) {
   RecordingHost host;
   // clip(round(x / 4) * 4, 0, 10) takes 0, 4, 8. Quantile 1/2 gives 5 -> 4,
   // 1/4 gives 2.5 -> 4 again (dropped), 3/4 gives 7.5 -> 8, 1/8 gives 1.25 -> 0.
-  auto tuner = Make(host, R"({"q": {"_type": "quniform", "_value": [0, 10, 4]}})");
+  auto tuner = MakeTuner<GridTuner>(host, R"({"q": {"_type": "quniform", "_value": [0, 10, 4]}})");
   EXPECT_EQ(Floats(GenerateAll(*tuner), "q"), (std::vector<double>{4, 8, 0}));
 
   // NNI's worked example, z: quniform(2, 3, 1): 2.5 rounds to 2 (half to
   // even), 2.75 to 3. (NNI's code itself stops after 2: see grid_tuner.h.)
-  auto z = Make(host, R"({"z": {"_type": "quniform", "_value": [2, 3, 1]}})");
+  auto z = MakeTuner<GridTuner>(host, R"({"z": {"_type": "quniform", "_value": [2, 3, 1]}})");
   EXPECT_EQ(Floats(GenerateAll(*z), "z"), (std::vector<double>{2, 3}));
 
   // An epoch that adds nothing does not end the grid: [2, 10, 5] takes
   // 5 (1/2), 10 (3/4), then 2 only at 1/16 (2.5 -> round(0.5) = 0 -> clip 2).
-  auto late = Make(host, R"({"q": {"_type": "quniform", "_value": [2, 10, 5]}})");
+  auto late = MakeTuner<GridTuner>(host, R"({"q": {"_type": "quniform", "_value": [2, 10, 5]}})");
   EXPECT_EQ(Floats(GenerateAll(*late), "q"), (std::vector<double>{5, 10, 2}));
   EXPECT_EQ(late->refinements(), 3);
 }
@@ -282,7 +204,8 @@ TEST(GridTunerTest, QuantilesThatRoundToAKnownValueAreDropped) {
 TEST(GridTunerTest, EqualChoiceOptionsAreEmittedOnce) {
   RecordingHost host;
   // 1 and 1.0 are the same configuration (sdk::CanonicalKey).
-  auto tuner = Make(host, R"({"c": {"_type": "choice", "_value": [1, 1.0, 2, 1]}})");
+  auto tuner =
+      MakeTuner<GridTuner>(host, R"({"c": {"_type": "choice", "_value": [1, 1.0, 2, 1]}})");
   std::vector<Json> all = GenerateAll(*tuner);
   EXPECT_EQ(all, (std::vector<Json>{Json{{"c", 1}}, Json{{"c", 2}}}));
 }
@@ -291,7 +214,7 @@ TEST(GridTunerTest, ChoiceTimesQuniformCombinations) {
   RecordingHost host;
   const char* space = R"({"c": {"_type": "choice", "_value": ["a", "b"]},
                           "q": {"_type": "quniform", "_value": [0, 10, 2.5]}})";
-  auto tuner = Make(host, space);
+  auto tuner = MakeTuner<GridTuner>(host, space);
   std::vector<Json> want;
   for (const std::vector<double>& epoch :
        std::vector<std::vector<double>>{{5}, {2.5, 7.5}, {0, 10}}) {
@@ -313,7 +236,7 @@ TEST(GridTunerTest, NestedChoicesEnumerateOnlyTheChosenOptionsParameters) {
       {"_name": "adam", "beta": {"_type": "randint", "_value": [1, 3]}},
       {"_name": "none"}]},
     "bs": {"_type": "choice", "_value": [16, 32]}})";
-  auto tuner = Make(host, space);
+  auto tuner = MakeTuner<GridTuner>(host, space);
   std::vector<Json> want;
   for (const char* opt : {R"({"_name": "sgd", "lr": 0.1})", R"({"_name": "sgd", "lr": 0.01})",
                           R"({"_name": "adam", "beta": 1})", R"({"_name": "adam", "beta": 2})",
@@ -328,7 +251,7 @@ TEST(GridTunerTest, NestedChoicesEnumerateOnlyTheChosenOptionsParameters) {
 
 TEST(GridTunerTest, NumericParameterOfANestedOptionIsRefinedUnderItsOption) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"opt": {"_type": "choice", "_value": [
+  auto tuner = MakeTuner<GridTuner>(host, R"({"opt": {"_type": "choice", "_value": [
       {"_name": "a", "x": {"_type": "uniform", "_value": [0, 4]}},
       {"_name": "b"}]}})");
   std::vector<Json> want;
@@ -337,7 +260,7 @@ TEST(GridTunerTest, NumericParameterOfANestedOptionIsRefinedUnderItsOption) {
   want.push_back(Json{{"opt", Json{{"_name", "b"}}}});
   // Option b has nothing new in later epochs.
   for (double x : {1.0, 3.0, 0.5, 1.5, 2.5, 3.5}) a(x);
-  EXPECT_EQ(GenerateJson(*tuner, 8), want);
+  EXPECT_EQ(GenerateNJson(*tuner, 8), want);
 }
 
 // --- Exhaustion ---
@@ -352,7 +275,7 @@ TEST(GridTunerTest, FiniteSpaceGivesCountConfigurationsThenNoMoreTrialsForGood) 
     "opt": {"_type": "choice", "_value": [
       {"_name": "sgd", "m": {"_type": "quniform", "_value": [0, 1, 0.25]}},
       {"_name": "none"}]}})";
-  auto tuner = Make(host, space);
+  auto tuner = MakeTuner<GridTuner>(host, space);
   std::vector<Json> all = GenerateAll(*tuner);
   // 3 * 5 * 5 (1, 2, 4, 6, 8) * 6 (1, 10, ..., 50) * (5 + 1).
   EXPECT_EQ(CountConfigurations(space), 2700u);
@@ -370,37 +293,24 @@ TEST(GridTunerTest, FiniteSpaceGivesCountConfigurationsThenNoMoreTrialsForGood) 
 
 TEST(GridTunerTest, ExhaustionReachesTheHostAsNoMoreTrials) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack("{}");
-  const th_tuner_t* t =
-      sdk::detail::TunerHandle::Create(std::make_unique<GridTuner>(host.ref(), args.get()));
-  std::vector<uint8_t> space = Json::to_msgpack(
-      Json::parse(R"({"a": {"_type": "choice", "_value": [1, 2, 3]},
-                      "b": {"_type": "randint", "_value": [0, 2]}})"));
-  char message[256] = {};
-  th_error_t err{message, sizeof(message)};
-  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-      << message;
-  std::vector<int64_t> emitted;
-  th_param_sink_t sink{&emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*,
-                                    size_t) -> th_status {
-                         static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
-                         return TH_OK;
-                       }};
-  const int64_t ids[] = {10, 11, 12, 13, 14, 15, 16, 17};
-  EXPECT_EQ(t->generate(t, ids, 8, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_EQ(emitted, (std::vector<int64_t>{10, 11, 12, 13, 14, 15}));
-  EXPECT_EQ(t->generate(t, ids, 1, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_EQ(emitted.size(), 6u);
-  t->destroy(t);
+  auto t = AbiTuner::Of<GridTuner>(host, "{}");
+  ASSERT_EQ(t->UpdateSearchSpace(R"({"a": {"_type": "choice", "_value": [1, 2, 3]},
+                                     "b": {"_type": "randint", "_value": [0, 2]}})"),
+            TH_OK)
+      << t->message();
+  EXPECT_EQ(t->Generate({10, 11, 12, 13, 14, 15, 16, 17}), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(t->emitted_ids(), (std::vector<int64_t>{10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(t->Generate({10}), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(t->emitted_ids().size(), 6u);
 }
 
 TEST(GridTunerTest, SpaceWithAContinuousParameterNeverExhausts) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"c": {"_type": "choice", "_value": ["a", "b"]},
+  auto tuner = MakeTuner<GridTuner>(host, R"({"c": {"_type": "choice", "_value": ["a", "b"]},
                               "q": {"_type": "quniform", "_value": [0, 1, 0.5]},
                               "u": {"_type": "uniform", "_value": [-1, 1]}})");
   // q is done after epoch 2; u doubles its values each epoch.
-  std::vector<Json> got = GenerateJson(*tuner, 2000);
+  std::vector<Json> got = GenerateNJson(*tuner, 2000);
   ASSERT_EQ(got.size(), 2000u);
   std::set<Json> distinct(got.begin(), got.end());
   EXPECT_EQ(distinct.size(), got.size());
@@ -414,7 +324,7 @@ TEST(GridTunerTest, SpaceWithAContinuousParameterNeverExhausts) {
 
 TEST(GridTunerTest, ImportedConfigurationsAreSkipped) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"c": {"_type": "choice", "_value": ["x", "y"]},
+  auto tuner = MakeTuner<GridTuner>(host, R"({"c": {"_type": "choice", "_value": ["x", "y"]},
                               "q": {"_type": "quniform", "_value": [0, 10, 2.5]}})");
   // Key order, 5 vs 5.0, NNI's "parameter" spelling do not matter; a record
   // without a value is skipped.
@@ -434,19 +344,17 @@ TEST(GridTunerTest, ImportedConfigurationsAreSkipped) {
   }
   EXPECT_EQ(GenerateAll(*tuner), want);
 
-  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
-  ExpectError([&] { tuner->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
-              {"import data must be an array"});
+  ExpectNonArrayImportRefused(*tuner);
 }
 
 TEST(GridTunerTest, ImportBeforeTheSearchSpaceCounts) {
   RecordingHost host;
-  auto tuner = Make(host, "");
+  auto tuner = MakeTuner<GridTuner>(host, "");
   msgpack::object_handle records =
       Msgpack(R"([{"parameters": {"u": 4.0}, "value": 1}, {"parameters": {"u": 6}, "value": 2}])");
   tuner->ImportData(records.get());
   Update(*tuner, R"({"u": {"_type": "uniform", "_value": [0, 8]}})");
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 3), "u"), (std::vector<double>{2, 1, 3}));
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 3), "u"), (std::vector<double>{2, 1, 3}));
 }
 
 // --- Reproducibility ---
@@ -460,8 +368,8 @@ TEST(GridTunerTest, SameEventsGiveTheSameBytes) {
     "opt": {"_type": "choice", "_value": [
       {"_name": "sgd", "lr": {"_type": "uniform", "_value": [0.01, 0.1]}},
       {"_name": "none"}]}})";
-  auto a = Make(host, space, R"({"optimize_mode": "minimize"})");
-  auto b = Make(host, space);
+  auto a = MakeTuner<GridTuner>(host, space, R"({"optimize_mode": "minimize"})");
+  auto b = MakeTuner<GridTuner>(host, space);
   msgpack::object_handle records = Msgpack(
       R"([{"parameters": {"c": 3, "n": 0.0, "lu": 0.1, "opt": {"_name": "none"}}, "value": 1}])");
   std::vector<std::string> seq_a = GenerateN(*a, 40);
@@ -481,16 +389,16 @@ TEST(GridTunerTest, SameEventsGiveTheSameBytes) {
 TEST(GridTunerTest, SameSearchSpaceAgainKeepsThePositionAnotherRestartsSkippingTried) {
   RecordingHost host;
   const char* space = R"({"u": {"_type": "uniform", "_value": [0, 8]}})";
-  auto tuner = Make(host, space);
+  auto tuner = MakeTuner<GridTuner>(host, space);
   GenerateN(*tuner, 2);  // 4, 2
   Update(*tuner, space);
-  EXPECT_EQ(Floats(GenerateJson(*tuner, 2), "u"), (std::vector<double>{6, 1}));
+  EXPECT_EQ(Floats(GenerateNJson(*tuner, 2), "u"), (std::vector<double>{6, 1}));
 
   // Another space: its enumeration from the start, without what was tried.
   Update(*tuner, R"({"u": {"_type": "uniform", "_value": [0, 8]},
                      "c": {"_type": "choice", "_value": [1]}})");
   EXPECT_EQ(tuner->refinements(), 0);
-  std::vector<Json> got = GenerateJson(*tuner, 4);
+  std::vector<Json> got = GenerateNJson(*tuner, 4);
   EXPECT_EQ(got, (std::vector<Json>{Json{{"u", 4}, {"c", 1}}, Json{{"u", 2}, {"c", 1}},
                                     Json{{"u", 6}, {"c", 1}}, Json{{"u", 1}, {"c", 1}}}));
   // The first space's configurations have no "c": none of them counts as tried.
@@ -498,7 +406,7 @@ TEST(GridTunerTest, SameSearchSpaceAgainKeepsThePositionAnotherRestartsSkippingT
 
 TEST(GridTunerTest, ExhaustionEndsWithANewSearchSpace) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
+  auto tuner = MakeTuner<GridTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
   ASSERT_EQ(GenerateAll(*tuner).size(), 2u);
   ASSERT_TRUE(tuner->exhausted());
   Update(*tuner, R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
@@ -510,12 +418,7 @@ TEST(GridTunerTest, ExhaustionEndsWithANewSearchSpace) {
 
 TEST(GridTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
-  auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      GridTuner t(host.ref(), h.get());
-    };
-  };
+  auto construct = [&](const std::string& args) { return Constructing<GridTuner>(host, args); };
   ExpectError(construct(R"({"seed": 1})"), TH_INVALID_ARGUMENT,
               {"grid", "\"seed\"", "accepted: optimize_mode"});
   ExpectError(construct(R"({"optimize_mode": "sideways"})"), TH_INVALID_ARGUMENT,
@@ -530,10 +433,8 @@ TEST(GridTunerTest, InvalidClassArgsAreRefusedNamingTheArgument) {
 
 TEST(GridTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
   RecordingHost host;
-  auto tuner = Make(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
-  auto update = [&](const std::string& space) {
-    return [&tuner, space] { Update(*tuner, space); };
-  };
+  auto tuner = MakeTuner<GridTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
+  auto update = [&](const std::string& space) { return Updating(*tuner, space); };
   ExpectError(update(R"({"lr": {"_type": "loguniform", "_value": [0, 1]}})"),
               TH_INVALID_ARGUMENT, {"\"lr\""});
   ExpectError(update(R"({"x": {"_type": "gaussian", "_value": [0, 1]}})"), TH_INVALID_ARGUMENT,
@@ -548,7 +449,7 @@ TEST(GridTunerTest, BadSearchSpaceIsRefusedNamingTheKey) {
 
 TEST(GridTunerTest, GenerateBeforeASearchSpaceIsABadState) {
   RecordingHost host;
-  auto tuner = Make(host, "");
+  auto tuner = MakeTuner<GridTuner>(host, "");
   ExpectError([&] { Generate(*tuner); }, TH_BAD_STATE, {"no search space"});
 }
 
@@ -563,7 +464,7 @@ const char* kMixedSpace = R"({
 
 TEST(GridTunerTest, SavedStateContinuesExactly) {
   RecordingHost host;
-  auto a = Make(host, kMixedSpace);
+  auto a = MakeTuner<GridTuner>(host, kMixedSpace);
   GenerateN(*a, 9);  // into epoch 2
   msgpack::object_handle records = Msgpack(
       R"([{"parameters": {"c": "y", "q": 7.5, "opt": {"_name": "b"}}, "value": 1}])");
@@ -574,13 +475,13 @@ TEST(GridTunerTest, SavedStateContinuesExactly) {
   std::vector<std::string> next = GenerateN(*a, 60);
 
   // Loaded after the search space...
-  auto b = Make(host, kMixedSpace);
+  auto b = MakeTuner<GridTuner>(host, kMixedSpace);
   b->LoadState(state);
   EXPECT_EQ(b->refinements(), refinements);
   EXPECT_EQ(GenerateN(*b, 60), next);
 
   // ... or before it (a host that restores state first).
-  auto c = Make(host, "");
+  auto c = MakeTuner<GridTuner>(host, "");
   c->LoadState(state);
   EXPECT_EQ(c->SaveState(), state);  // still pending: saved as loaded
   Update(*c, kMixedSpace);
@@ -590,9 +491,9 @@ TEST(GridTunerTest, SavedStateContinuesExactly) {
 TEST(GridTunerTest, SavedExhaustedStateStaysExhausted) {
   RecordingHost host;
   const char* space = R"({"q": {"_type": "quniform", "_value": [2, 10, 5]}})";
-  auto a = Make(host, space);
+  auto a = MakeTuner<GridTuner>(host, space);
   ASSERT_EQ(GenerateAll(*a).size(), 3u);
-  auto b = Make(host, space);
+  auto b = MakeTuner<GridTuner>(host, space);
   b->LoadState(a->SaveState());
   EXPECT_TRUE(b->exhausted());
   EXPECT_FALSE(Generate(*b).has_value());
@@ -600,9 +501,9 @@ TEST(GridTunerTest, SavedExhaustedStateStaysExhausted) {
 
 TEST(GridTunerTest, StateOfAnotherSearchSpaceKeepsOnlyTheTriedConfigurations) {
   RecordingHost host;
-  auto a = Make(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
+  auto a = MakeTuner<GridTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2]}})");
   GenerateN(*a, 1);  // {"a": 1}
-  auto b = Make(host, R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
+  auto b = MakeTuner<GridTuner>(host, R"({"a": {"_type": "choice", "_value": [1, 2, 3]}})");
   GenerateN(*b, 2);
   b->LoadState(a->SaveState());
   EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "another search space"));
@@ -611,35 +512,30 @@ TEST(GridTunerTest, StateOfAnotherSearchSpaceKeepsOnlyTheTriedConfigurations) {
 
 TEST(GridTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto tuner = Make(host, kMixedSpace);
-  auto reference = Make(host, kMixedSpace);
+  auto tuner = MakeTuner<GridTuner>(host, kMixedSpace);
+  auto reference = MakeTuner<GridTuner>(host, kMixedSpace);
   GenerateN(*tuner, 5);
   GenerateN(*reference, 5);
   const std::string good = tuner->SaveState();
-  auto state = [](const std::string& json) {
-    std::vector<uint8_t> bytes = Json::to_msgpack(Json::parse(json));
-    return std::string(bytes.begin(), bytes.end());
-  };
   ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
-  const std::string other = state(R"({"format": "org.tunehost.random", "version": 1})");
+  const std::string other = PackText(R"({"format": "org.tunehost.random", "version": 1})");
   ExpectError([&] { tuner->LoadState(other); }, TH_INVALID_ARGUMENT,
               {"saved state", "not a state of format org.tunehost.grid"});
-  const std::string future = state(R"({"format": "org.tunehost.grid", "version": 2})");
+  const std::string future = PackText(R"({"format": "org.tunehost.grid", "version": 2})");
   ExpectError([&] { tuner->LoadState(future); }, TH_INVALID_ARGUMENT, {"saved state", "version"});
   ExpectError(
       [&] {
-        tuner->LoadState(state(R"({"format": "org.tunehost.grid", "version": 1, "space": 1,
+        tuner->LoadState(PackText(R"({"format": "org.tunehost.grid", "version": 1, "space": 1,
                                    "refinements": 0, "vector": null, "done": false, "seen": []})"));
       },
       TH_INVALID_ARGUMENT, {"saved state", "space"});
 
   // A state of this space whose vector or refinements do not fit it.
-  Json j = Json::from_msgpack(good);
+  Json j = ToJson(good);
   auto with = [&](const char* key, const Json& value) {
     Json copy = j;
     copy[key] = value;
-    std::vector<uint8_t> bytes = Json::to_msgpack(copy);
-    return std::string(bytes.begin(), bytes.end());
+    return Pack(copy);
   };
   ExpectError([&] { tuner->LoadState(with("vector", Json::array({0, 0}))); },
               TH_INVALID_ARGUMENT, {"saved state", "vector"});
@@ -654,4 +550,4 @@ TEST(GridTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing

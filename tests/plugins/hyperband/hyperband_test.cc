@@ -27,43 +27,30 @@
 #include "plugin_testing.h"
 #include "tunehost/sdk/host.h"
 #include "tunehost/sdk/tuner.h"
+#include "tuner_testing.h"
 
 namespace tunehost::plugins::hyperband {
 namespace {
 
+using testing::AbiTuner;
+using testing::Constructing;
+using testing::ExpectError;
+using testing::ExpectNonArrayImportRefused;
+using testing::Generated;
+using testing::GenerateMultiple;
+using testing::Import;
 using testing::Json;
-using testing::MsgpackOf;
+using testing::MakeTuner;
+using testing::Msgpack;
+using testing::Pack;
+using testing::PackText;
 using testing::RecordingHost;
-
-msgpack::object_handle Msgpack(const std::string& text) { return MsgpackOf(Json::parse(text)); }
+using testing::ReportResult;
+using testing::ToJson;
+using testing::Update;
+using testing::Updating;
 
 const char* kOneX = R"({"x": {"_type": "uniform", "_value": [0, 100]}})";
-
-template <class T>
-std::unique_ptr<T> Make(const RecordingHost& host, const std::string& class_args,
-                        const std::string& space = kOneX) {
-  msgpack::object_handle args = Msgpack(class_args);
-  auto tuner = std::make_unique<T>(host.ref(), args.get());
-  msgpack::object_handle s = Msgpack(space);
-  tuner->UpdateSearchSpace(s.get());
-  return tuner;
-}
-
-// Runs `fn`, which must throw sdk::Error with `status` and a message holding
-// every string of `parts`.
-void ExpectError(const std::function<void()>& fn, th_status status,
-                 const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const sdk::Error& e) {
-    EXPECT_EQ(e.status(), status) << e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks " << part;
-    }
-  }
-}
 
 // One trial as the host saw it: id, the exact bytes, and where the tuner
 // placed it (asked right after it was handed out).
@@ -83,12 +70,11 @@ class Driver {
   std::vector<Trial> Ask(BracketTuner& tuner, size_t n, bool* all = nullptr) {
     std::vector<int64_t> ids;
     for (size_t i = 0; i < n; ++i) ids.push_back(next_id++);
+    Generated g = GenerateMultiple(tuner, ids);
     std::vector<Trial> out;
-    bool ok = tuner.GenerateMultiple(ids, [&](int64_t id, const msgpack::sbuffer& b) {
-      out.push_back(Record(id, std::string(b.data(), b.size())));
-    });
+    for (auto& [id, bytes] : g.emitted) out.push_back(Record(id, std::move(bytes)));
     for (Trial& t : out) Place(tuner, t);
-    if (all != nullptr) *all = ok;
+    if (all != nullptr) *all = g.all;
     return out;
   }
 
@@ -104,9 +90,7 @@ class Driver {
   }
 
   void Result(BracketTuner& tuner, int64_t id, double value) {
-    msgpack::object_handle p = msgpack::unpack(params_.at(id).data(), params_.at(id).size());
-    msgpack::object_handle v = MsgpackOf(Json(value));
-    tuner.ReceiveTrialResult(id, p.get(), v.get(), value, false);
+    ReportResult(tuner, id, params_.at(id), value);
   }
   void Finish(BracketTuner& tuner, int64_t id, double value) {
     Result(tuner, id, value);
@@ -120,7 +104,7 @@ class Driver {
   Trial Record(int64_t id, std::string bytes) {
     Trial t;
     t.id = id;
-    t.params = Json::from_msgpack(bytes);
+    t.params = ToJson(bytes);
     t.bytes = std::move(bytes);
     params_[id] = t.bytes;
     return t;
@@ -243,10 +227,10 @@ TEST(HyperbandGeometryTest, SMaxIsExactInIntegers) {
 
 TEST(HyperbandGeometryTest, BracketTablesFollowNnisFormula) {
   RecordingHost host;
-  auto r81 = Make<HyperbandTuner>(host, R"({"R": 81, "eta": 3, "seed": 1})");
+  auto r81 = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 81, "eta": 3, "seed": 1})");
   EXPECT_EQ(r81->geometry().s_max(), 4);
   EXPECT_EQ(TableOf(r81->geometry()), kR81);
-  auto defaults = Make<HyperbandTuner>(host, R"({"seed": 1})");
+  auto defaults = MakeTuner<HyperbandTuner>(host, kOneX, R"({"seed": 1})");
   EXPECT_EQ(defaults->geometry().R(), 60);
   EXPECT_EQ(defaults->geometry().eta(), 3);
   EXPECT_EQ(TableOf(defaults->geometry()), kR60);
@@ -257,7 +241,7 @@ TEST(HyperbandGeometryTest, BracketTablesFollowNnisFormula) {
 // Drives a whole serial iteration and counts what was actually handed out.
 void ExpectIterationFollows(const std::string& class_args, const Table& table) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, class_args);
+  auto tuner = MakeTuner<HyperbandTuner>(host, kOneX, class_args);
   size_t per_iteration = 0;
   for (const auto& bracket : table) {
     for (const auto& [n, r] : bracket) per_iteration += static_cast<size_t>(n);
@@ -315,9 +299,10 @@ TEST(HyperbandTest, AnIterationHandsOutTheTableWithDefaults) {
 // R=9, eta=3: bracket s=2 runs 9 at budget 1, the best 3 at 3, the best 1 at 9.
 void ExpectPromotionPicksTheBest(bool maximize) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(
-      host, std::string(R"({"R": 9, "eta": 3, "exec_mode": "serial", "seed": 7, "optimize_mode": )") +
-                (maximize ? "\"maximize\"}" : "\"minimize\"}"));
+  auto tuner = MakeTuner<HyperbandTuner>(
+      host, kOneX,
+      std::string(R"({"R": 9, "eta": 3, "exec_mode": "serial", "seed": 7, "optimize_mode": )") +
+          (maximize ? "\"maximize\"}" : "\"minimize\"}"));
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 9);
   ASSERT_EQ(round0.size(), 9u);
@@ -373,9 +358,10 @@ TEST(HyperbandTest, PromotionReissuesTheBestConfigurationsMinimize) {
 TEST(HyperbandTest, FailedTrialsRankBelowEveryResult) {
   for (bool maximize : {true, false}) {
     RecordingHost host;
-    auto tuner = Make<HyperbandTuner>(
-        host, std::string(R"({"R": 9, "exec_mode": "serial", "seed": 8, "optimize_mode": )") +
-                  (maximize ? "\"maximize\"}" : "\"minimize\"}"));
+    auto tuner = MakeTuner<HyperbandTuner>(
+        host, kOneX,
+        std::string(R"({"R": 9, "exec_mode": "serial", "seed": 8, "optimize_mode": )") +
+            (maximize ? "\"maximize\"}" : "\"minimize\"}"));
     Driver d;
     std::vector<Trial> round0 = d.Ask(*tuner, 9);
     ASSERT_EQ(round0.size(), 9u);
@@ -405,7 +391,8 @@ TEST(HyperbandTest, FailedTrialsRankBelowEveryResult) {
 
 TEST(HyperbandTest, ARoundOfMostlyFailuresStillPromotes) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 9})");
+  auto tuner =
+      MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 9})");
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 9);
   ASSERT_EQ(round0.size(), 9u);
@@ -428,7 +415,8 @@ TEST(HyperbandTest, ARoundOfMostlyFailuresStillPromotes) {
 
 TEST(HyperbandTest, IdsAskedForWhileARoundRunsAreServedLater) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 10})");
+  auto tuner =
+      MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 10})");
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 9);
   ASSERT_EQ(round0.size(), 9u);
@@ -463,7 +451,8 @@ TEST(HyperbandTest, IdsAskedForWhileARoundRunsAreServedLater) {
 
 TEST(HyperbandTest, RefusedCreditIsDroppedAndItsConfigurationGoesToTheNextId) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 11})");
+  auto tuner =
+      MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 11})");
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 9);
   EXPECT_TRUE(d.Ask(*tuner, 1).empty());  // id 9 kept
@@ -479,34 +468,19 @@ TEST(HyperbandTest, RefusedCreditIsDroppedAndItsConfigurationGoesToTheNextId) {
 
 TEST(HyperbandTest, WaitingReachesTheHostAsNoMoreTrialsWithNothingEmitted) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"R": 3, "exec_mode": "serial", "seed": 5})");
-  const th_tuner_t* t = sdk::detail::TunerHandle::Create(
-      std::make_unique<HyperbandTuner>(host.ref(), args.get()));
-  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kOneX));
-  char message[256] = {};
-  th_error_t err{message, sizeof(message)};
-  ASSERT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-      << message;
-  std::vector<int64_t> emitted;
-  th_param_sink_t sink{&emitted, [](const th_param_sink_t* self, int64_t id, const uint8_t*,
-                                    size_t) -> th_status {
-                         static_cast<std::vector<int64_t>*>(self->sink_data)->push_back(id);
-                         return TH_OK;
-                       }};
+  auto t = AbiTuner::Of<HyperbandTuner>(host, R"({"R": 3, "exec_mode": "serial", "seed": 5})");
+  ASSERT_EQ(t->UpdateSearchSpace(kOneX), TH_OK) << t->message();
   // R=3: bracket s=1 starts ceil(2·3/2) = 3 configurations.
-  const int64_t ids[] = {0, 1, 2, 3, 4};
-  EXPECT_EQ(t->generate(t, ids, 5, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_EQ(emitted, (std::vector<int64_t>{0, 1, 2}));
-  emitted.clear();
-  const int64_t more[] = {5};
-  EXPECT_EQ(t->generate(t, more, 1, &sink, &err), TH_NO_MORE_TRIALS);
-  EXPECT_TRUE(emitted.empty());
-  t->destroy(t);
+  EXPECT_EQ(t->Generate({0, 1, 2, 3, 4}), TH_NO_MORE_TRIALS);
+  EXPECT_EQ(t->emitted_ids(), (std::vector<int64_t>{0, 1, 2}));
+  t->clear_emitted();
+  EXPECT_EQ(t->Generate({5}), TH_NO_MORE_TRIALS);
+  EXPECT_TRUE(t->emitted_ids().empty());
 }
 
 TEST(HyperbandTest, ParallelismStartsTheNextBracketWhenNothingElseCanRun) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 12})");
+  auto tuner = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 12})");
   Driver d;
   ASSERT_EQ(d.Ask(*tuner, 9).size(), 9u);  // bracket s=2, round 0
   bool all = false;
@@ -531,7 +505,8 @@ TEST(HyperbandTest, ParallelismStartsTheNextBracketWhenNothingElseCanRun) {
 
 TEST(HyperbandTest, SerialStartsTheNextBracketOnlyWhenTheCurrentOneHasEnded) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 13})");
+  auto tuner =
+      MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 13})");
   EXPECT_TRUE(tuner->serial());
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 9);
@@ -563,15 +538,10 @@ TEST(HyperbandTest, SerialStartsTheNextBracketOnlyWhenTheCurrentOneHasEnded) {
 
 TEST(HyperbandTest, NestedChoicesAndATrialBudgetKeyAreRefusedNamingTheKey) {
   RecordingHost host;
-  auto hb = Make<HyperbandTuner>(host, R"({"seed": 1})");
-  auto bohb = Make<BohbTuner>(host, R"({"seed": 1})");
+  auto hb = MakeTuner<HyperbandTuner>(host, kOneX, R"({"seed": 1})");
+  auto bohb = MakeTuner<BohbTuner>(host, kOneX, R"({"seed": 1})");
   for (BracketTuner* tuner : std::vector<BracketTuner*>{hb.get(), bohb.get()}) {
-    auto update = [tuner](const std::string& space) {
-      return [tuner, space] {
-        msgpack::object_handle h = Msgpack(space);
-        tuner->UpdateSearchSpace(h.get());
-      };
-    };
+    auto update = [tuner](const std::string& space) { return Updating(*tuner, space); };
     ExpectError(update(R"({"lr": {"_type": "uniform", "_value": [0, 1]},
                            "opt": {"_type": "choice", "_value": [
                              {"_name": "sgd", "m": {"_type": "uniform", "_value": [0, 1]}},
@@ -588,7 +558,7 @@ TEST(HyperbandTest, NestedChoicesAndATrialBudgetKeyAreRefusedNamingTheKey) {
   ASSERT_EQ(t.size(), 1u);
   EXPECT_TRUE(t[0].params.contains("x"));
   // Every other type is accepted, values as the SDK packs them.
-  msgpack::object_handle all_types = Msgpack(R"({
+  const char* all_types = R"({
     "c": {"_type": "choice", "_value": ["a", 2]},
     "ri": {"_type": "randint", "_value": [1, 4]},
     "qu": {"_type": "quniform", "_value": [0, 10, 5]},
@@ -597,9 +567,9 @@ TEST(HyperbandTest, NestedChoicesAndATrialBudgetKeyAreRefusedNamingTheKey) {
     "n": {"_type": "normal", "_value": [0, 1]},
     "qn": {"_type": "qnormal", "_value": [0, 1, 0.5]},
     "ln": {"_type": "lognormal", "_value": [0, 1]},
-    "qln": {"_type": "qlognormal", "_value": [0, 1, 1]}})");
-  auto fresh = Make<HyperbandTuner>(host, R"({"seed": 2})");
-  fresh->UpdateSearchSpace(all_types.get());
+    "qln": {"_type": "qlognormal", "_value": [0, 1, 1]}})";
+  auto fresh = MakeTuner<HyperbandTuner>(host, kOneX, R"({"seed": 2})");
+  Update(*fresh, all_types);
   std::vector<Trial> typed = d.Ask(*fresh, 1);
   ASSERT_EQ(typed.size(), 1u);
   EXPECT_EQ(typed[0].params.size(), 10u);
@@ -608,19 +578,15 @@ TEST(HyperbandTest, NestedChoicesAndATrialBudgetKeyAreRefusedNamingTheKey) {
 
 TEST(HyperbandTest, GenerateBeforeASearchSpaceIsABadState) {
   RecordingHost host;
-  msgpack::object_handle args = Msgpack(R"({"seed": 1})");
-  HyperbandTuner tuner(host.ref(), args.get());
+  auto tuner = MakeTuner<HyperbandTuner>(host, "", R"({"seed": 1})");
   Driver d;
-  ExpectError([&] { d.Ask(tuner, 1); }, TH_BAD_STATE, {"no search space"});
+  ExpectError([&] { d.Ask(*tuner, 1); }, TH_BAD_STATE, {"no search space"});
 }
 
 TEST(HyperbandTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
   auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      HyperbandTuner t(host.ref(), h.get());
-    };
+    return Constructing<HyperbandTuner>(host, args);
   };
   ExpectError(construct(R"({"R": 0})"), TH_INVALID_ARGUMENT, {"hyperband", "\"R\""});
   ExpectError(construct(R"({"R": 2.5})"), TH_INVALID_ARGUMENT, {"\"R\""});
@@ -657,8 +623,8 @@ TEST(HyperbandTest, SameSeedGivesTheSameTrials) {
   for (const char* mode : {"serial", "parallelism"}) {
     RecordingHost host;
     const std::string args = std::string(R"({"R": 27, "seed": 42, "exec_mode": ")") + mode + "\"}";
-    auto a = Make<HyperbandTuner>(host, args);
-    auto b = Make<HyperbandTuner>(host, args);
+    auto a = MakeTuner<HyperbandTuner>(host, kOneX, args);
+    auto b = MakeTuner<HyperbandTuner>(host, kOneX, args);
     Simulation sa(4, Quadratic);
     Simulation sb(4, Quadratic);
     std::vector<Trial> ta = sa.Run(*a, host, 150);
@@ -666,8 +632,8 @@ TEST(HyperbandTest, SameSeedGivesTheSameTrials) {
     ASSERT_EQ(ta.size(), 150u);
     EXPECT_EQ(Bytes(ta), Bytes(tb)) << mode;
 
-    auto c = Make<HyperbandTuner>(host, std::string(R"({"R": 27, "seed": 43, "exec_mode": ")") +
-                                            mode + "\"}");
+    auto c = MakeTuner<HyperbandTuner>(
+        host, kOneX, std::string(R"({"R": 27, "seed": 43, "exec_mode": ")") + mode + "\"}");
     Simulation sc(4, Quadratic);
     EXPECT_NE(Bytes(sc.Run(*c, host, 150)), Bytes(ta)) << mode;
   }
@@ -675,9 +641,9 @@ TEST(HyperbandTest, SameSeedGivesTheSameTrials) {
 
 TEST(HyperbandTest, OmittedSeedIsLoggedAndReproduces) {
   RecordingHost host;
-  auto a = Make<HyperbandTuner>(host, "{}");
+  auto a = MakeTuner<HyperbandTuner>(host, kOneX, "{}");
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "hyperband: seed " + std::to_string(a->seed())));
-  auto b = Make<HyperbandTuner>(host, R"({"seed": )" + std::to_string(a->seed()) + "}");
+  auto b = MakeTuner<HyperbandTuner>(host, kOneX, R"({"seed": )" + std::to_string(a->seed()) + "}");
   Driver da;
   Driver db;
   EXPECT_EQ(Bytes(da.Ask(*a, 30)), Bytes(db.Ask(*b, 30)));
@@ -687,7 +653,7 @@ TEST(HyperbandTest, SavedStateContinuesIdentically) {
   for (const char* mode : {"serial", "parallelism"}) {
     RecordingHost host;
     const std::string args = std::string(R"({"R": 27, "seed": 5, "exec_mode": ")") + mode + "\"}";
-    auto a = Make<HyperbandTuner>(host, args);
+    auto a = MakeTuner<HyperbandTuner>(host, kOneX, args);
     Simulation sim(5, [](const Json& p) -> std::optional<double> {
       const double x = p["x"].get<double>();
       if (x > 90) return std::nullopt;  // some failures
@@ -700,8 +666,8 @@ TEST(HyperbandTest, SavedStateContinuesIdentically) {
     ASSERT_EQ(next_a.size(), 120u);
 
     RecordingHost host_b;
-    auto b = Make<HyperbandTuner>(host_b, std::string(R"({"R": 27, "seed": 99, "exec_mode": ")") +
-                                              mode + "\"}");
+    auto b = MakeTuner<HyperbandTuner>(
+        host_b, kOneX, std::string(R"({"R": 27, "seed": 99, "exec_mode": ")") + mode + "\"}");
     b->LoadState(state);
     EXPECT_EQ(b->seed(), 5u);
     std::vector<Trial> next_b = sim_b.Run(*b, host_b, 120);
@@ -712,12 +678,12 @@ TEST(HyperbandTest, SavedStateContinuesIdentically) {
 
 TEST(HyperbandTest, SavedStateKeepsCredits) {
   RecordingHost host;
-  auto a = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 6})");
+  auto a = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 6})");
   Driver d;
   std::vector<Trial> round0 = d.Ask(*a, 9);
   EXPECT_TRUE(d.Ask(*a, 2).empty());
   const std::string state = a->SaveState();
-  auto b = Make<HyperbandTuner>(host, R"({"R": 9, "exec_mode": "serial", "seed": 1})");
+  auto b = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "exec_mode": "serial", "seed": 1})");
   b->LoadState(state);
   EXPECT_EQ(b->credits(), (std::vector<int64_t>{9, 10}));
   for (const Trial& t : round0) {
@@ -732,38 +698,34 @@ TEST(HyperbandTest, SavedStateKeepsCredits) {
 
 TEST(HyperbandTest, BadSavedStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto tuner = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 13})");
-  auto reference = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 13})");
-  auto other = Make<HyperbandTuner>(host, R"({"R": 27, "seed": 13})");
+  auto tuner = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 13})");
+  auto reference = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 13})");
+  auto other = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 27, "seed": 13})");
   Driver d;
   d.Ask(*other, 3);
   ExpectError([&] { tuner->LoadState("\xc1"); }, TH_INVALID_ARGUMENT, {"saved state"});
   ExpectError([&] { tuner->LoadState(other->SaveState()); }, TH_INVALID_ARGUMENT,
               {"saved state", "budgets"});
-  std::vector<uint8_t> random_state = Json::to_msgpack(
-      Json::parse(R"({"format": "org.tunehost.random", "version": 1})"));
-  ExpectError([&] { tuner->LoadState(std::string(random_state.begin(), random_state.end())); },
-              TH_INVALID_ARGUMENT, {"not a state of format org.tunehost.hyperband"});
+  const std::string random_state = PackText(R"({"format": "org.tunehost.random", "version": 1})");
+  ExpectError([&] { tuner->LoadState(random_state); }, TH_INVALID_ARGUMENT,
+              {"not a state of format org.tunehost.hyperband"});
   // A damaged bracket: its configuration count does not match R=9.
-  Json broken = Json::from_msgpack(reference->SaveState());
+  Json broken = ToJson(reference->SaveState());
   broken["brackets"] = Json::parse(R"([[0, 0, 2, [], [[]]]])");
   broken["next_bracket"] = 1;
-  std::vector<uint8_t> b = Json::to_msgpack(broken);
-  ExpectError([&] { tuner->LoadState(std::string(b.begin(), b.end())); }, TH_INVALID_ARGUMENT,
+  ExpectError([&] { tuner->LoadState(Pack(broken)); }, TH_INVALID_ARGUMENT,
               {"saved state", "configurations"});
   // A queue that hands a configuration out twice, or forgets one.
-  auto started = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 13})");
+  auto started = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 13})");
   d.Ask(*started, 3);  // 6 of the 9 configurations stay queued
-  Json twice = Json::from_msgpack(started->SaveState());
+  Json twice = ToJson(started->SaveState());
   ASSERT_EQ(twice["queue"].size(), 6u);
   Json forgot = twice;
   twice["queue"].push_back(twice["queue"][0]);
   forgot["queue"].erase(forgot["queue"].begin());
-  std::vector<uint8_t> t = Json::to_msgpack(twice);
-  ExpectError([&] { tuner->LoadState(std::string(t.begin(), t.end())); }, TH_INVALID_ARGUMENT,
+  ExpectError([&] { tuner->LoadState(Pack(twice)); }, TH_INVALID_ARGUMENT,
               {"saved state", "queued twice"});
-  std::vector<uint8_t> f = Json::to_msgpack(forgot);
-  ExpectError([&] { tuner->LoadState(std::string(f.begin(), f.end())); }, TH_INVALID_ARGUMENT,
+  ExpectError([&] { tuner->LoadState(Pack(forgot)); }, TH_INVALID_ARGUMENT,
               {"saved state", "missing from the queue"});
   Driver d1;
   Driver d2;
@@ -772,8 +734,8 @@ TEST(HyperbandTest, BadSavedStateIsRefusedAndChangesNothing) {
 
 TEST(HyperbandTest, ImportDataIsIgnoredAsNni) {
   RecordingHost host;
-  auto a = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 21})");
-  auto b = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 21})");
+  auto a = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 21})");
+  auto b = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 21})");
   msgpack::object_handle records = Msgpack(R"([
     {"parameters": {"x": 3.0}, "value": 0.5},
     {"parameter": {"x": 4.0, "TRIAL_BUDGET": 9}, "value": {"default": 0.7}},
@@ -784,15 +746,13 @@ TEST(HyperbandTest, ImportDataIsIgnoredAsNni) {
   Simulation sa(3, Quadratic);
   Simulation sb(3, Quadratic);
   EXPECT_EQ(Bytes(sa.Run(*a, host, 40)), Bytes(sb.Run(*b, host, 40)));
-  msgpack::object_handle not_array = Msgpack(R"({"parameters": {}})");
-  ExpectError([&] { a->ImportData(not_array.get()); }, TH_INVALID_ARGUMENT,
-              {"import data must be an array"});
+  ExpectNonArrayImportRefused(*a);
 }
 
 TEST(HyperbandTest, ResultsOfUnknownIdsAreIgnored) {
   RecordingHost host;
-  auto a = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 22})");
-  auto b = Make<HyperbandTuner>(host, R"({"R": 9, "seed": 22})");
+  auto a = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 22})");
+  auto b = MakeTuner<HyperbandTuner>(host, kOneX, R"({"R": 9, "seed": 22})");
   msgpack::object_handle p = Msgpack(R"({"x": 1.0})");
   msgpack::object_handle v = Msgpack("1.0");
   a->ReceiveTrialResult(1000, p.get(), v.get(), 1.0, true);
@@ -814,7 +774,7 @@ std::optional<double> Bowl(const Json& p) {
 
 TEST(BohbTest, DefaultsGiveNnisBohbBrackets) {
   RecordingHost host;
-  auto tuner = Make<BohbTuner>(host, R"({"seed": 1})", kQuadSpace);
+  auto tuner = MakeTuner<BohbTuner>(host, kQuadSpace, R"({"seed": 1})");
   EXPECT_TRUE(tuner->serial());
   EXPECT_TRUE(tuner->maximize());
   EXPECT_EQ(tuner->geometry().s_max(), 1);
@@ -829,7 +789,8 @@ TEST(BohbTest, DefaultsGiveNnisBohbBrackets) {
                       {1, 1}, {1, 1}, {1, 1}, {1, 3}, {0, 3}, {0, 3}, {1, 1}}));
 
   // min_budget 2, max_budget 18: s_max = 2, r_i = floor(18/3^(s-i)).
-  auto wide = Make<BohbTuner>(host, R"({"min_budget": 2, "max_budget": 18, "seed": 1})", kQuadSpace);
+  auto wide =
+      MakeTuner<BohbTuner>(host, kQuadSpace, R"({"min_budget": 2, "max_budget": 18, "seed": 1})");
   EXPECT_EQ(TableOf(wide->geometry()),
             (Table{{{3, 18}}, {{5, 6}, {1, 18}}, {{9, 2}, {3, 6}, {1, 18}}}));
 }
@@ -837,9 +798,9 @@ TEST(BohbTest, DefaultsGiveNnisBohbBrackets) {
 // Mean |x - 2| of first-round configurations after `skip` trials.
 double MeanDistance(const std::string& args, uint64_t seed, size_t skip, size_t total) {
   RecordingHost host;
-  auto tuner = Make<BohbTuner>(
-      host, args.substr(0, args.size() - 1) + ", \"seed\": " + std::to_string(seed) + "}",
-      kQuadSpace);
+  auto tuner = MakeTuner<BohbTuner>(
+      host, kQuadSpace,
+      args.substr(0, args.size() - 1) + ", \"seed\": " + std::to_string(seed) + "}");
   Simulation sim(3, Bowl);
   std::vector<Trial> log = sim.Run(*tuner, host, total);
   EXPECT_EQ(log.size(), total);
@@ -873,9 +834,9 @@ TEST(BohbTest, NewConfigurationsConcentrateNearTheOptimum) {
 TEST(BohbTest, RandomFractionIsHonoured) {
   auto picks = [](const std::string& fraction) {
     RecordingHost host;
-    auto tuner = Make<BohbTuner>(
-        host, R"({"optimize_mode": "minimize", "seed": 17, "random_fraction": )" + fraction + "}",
-        kQuadSpace);
+    auto tuner = MakeTuner<BohbTuner>(
+        host, kQuadSpace,
+        R"({"optimize_mode": "minimize", "seed": 17, "random_fraction": )" + fraction + "}");
     Simulation sim(3, Bowl);
     sim.Run(*tuner, host, 1200);  // 200 brackets, 1000 first-round configurations
     return std::make_pair(tuner->random_picks(), tuner->model_picks());
@@ -895,7 +856,8 @@ TEST(BohbTest, RandomFractionIsHonoured) {
 
 TEST(BohbTest, TheModelOfTheLargestBudgetWithEnoughResultsIsUsed) {
   RecordingHost host;
-  auto tuner = Make<BohbTuner>(host, R"({"optimize_mode": "minimize", "seed": 2})", kQuadSpace);
+  auto tuner =
+      MakeTuner<BohbTuner>(host, kQuadSpace, R"({"optimize_mode": "minimize", "seed": 2})");
   EXPECT_FALSE(tuner->model_budget().has_value());
   Driver d;
   std::vector<Trial> round0 = d.Ask(*tuner, 3);  // s=1: 3 at budget 1
@@ -917,17 +879,17 @@ TEST(BohbTest, TheModelOfTheLargestBudgetWithEnoughResultsIsUsed) {
   EXPECT_EQ(tuner->observations(), 4u);  // the failed trial is not one
 
   // min_points_in_model below dim + 1 is raised with a warning, as NNI.
-  auto low = Make<BohbTuner>(host, R"({"min_points_in_model": 1, "seed": 2})", kQuadSpace);
+  auto low = MakeTuner<BohbTuner>(host, kQuadSpace, R"({"min_points_in_model": 1, "seed": 2})");
   EXPECT_EQ(low->min_points_in_model(), 2);
   EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "min_points_in_model 1"));
-  auto high = Make<BohbTuner>(host, R"({"min_points_in_model": 5, "seed": 2})", kQuadSpace);
+  auto high = MakeTuner<BohbTuner>(host, kQuadSpace, R"({"min_points_in_model": 5, "seed": 2})");
   EXPECT_EQ(high->min_points_in_model(), 5);
 }
 
 TEST(BohbTest, ImportedResultsFeedTheModel) {
   RecordingHost host;
   const std::string args = R"({"optimize_mode": "minimize", "random_fraction": 0, "seed": 3})";
-  auto a = Make<BohbTuner>(host, args, kQuadSpace);
+  auto a = MakeTuner<BohbTuner>(host, kQuadSpace, args);
   // Good results near x = 2 at budget 3 (no TRIAL_BUDGET: max_budget) and at
   // budget 1; one record with a bad budget, one of another space.
   Json records = Json::array();
@@ -938,8 +900,7 @@ TEST(BohbTest, ImportedResultsFeedTheModel) {
   }
   records.push_back({{"parameters", {{"x", 1.0}, {"TRIAL_BUDGET", "big"}}}, {"value", 1}});
   records.push_back({{"parameters", {{"y", 1.0}}}, {"value", 1}});
-  msgpack::object_handle h = MsgpackOf(records);
-  a->ImportData(h.get());
+  Import(*a, records);
   EXPECT_EQ(a->observations(), 20u);
   EXPECT_EQ(a->model_budget(), std::optional<double>(3.0));
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "imported 20 results"));
@@ -953,7 +914,7 @@ TEST(BohbTest, ImportedResultsFeedTheModel) {
   EXPECT_EQ(a->model_picks(), 3);
   EXPECT_EQ(a->random_picks(), 0);
   for (const Trial& t : first) EXPECT_LT(std::fabs(t.params["x"].get<double>() - 2), 1.5) << t.params;
-  auto b = Make<BohbTuner>(host, args, kQuadSpace);
+  auto b = MakeTuner<BohbTuner>(host, kQuadSpace, args);
   Driver db;
   ASSERT_EQ(db.Ask(*b, 3).size(), 3u);
   EXPECT_EQ(b->model_picks(), 0);
@@ -969,7 +930,7 @@ TEST(BohbTest, ModelSuggestionsStayInsideAMixedSpace) {
     "layers":  {"_type": "randint",     "_value": [1, 5]},
     "dropout": {"_type": "uniform",     "_value": [0, 0.5]},
     "w":       {"_type": "normal",      "_value": [0, 1]}})";
-  auto tuner = Make<BohbTuner>(host, R"({"max_budget": 9, "seed": 31})", space);
+  auto tuner = MakeTuner<BohbTuner>(host, space, R"({"max_budget": 9, "seed": 31})");
   Simulation sim(3, [](const Json& p) -> std::optional<double> {
     if (p["layers"] == 4) return std::nullopt;
     return -std::fabs(std::log10(p["lr"].get<double>()) + 2) - p["dropout"].get<double>() +
@@ -1006,8 +967,8 @@ TEST(BohbTest, ModelSuggestionsStayInsideAMixedSpace) {
 TEST(BohbTest, SameSeedGivesTheSameTrials) {
   RecordingHost host;
   const std::string args = R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 8})";
-  auto a = Make<BohbTuner>(host, args, kQuadSpace);
-  auto b = Make<BohbTuner>(host, args, kQuadSpace);
+  auto a = MakeTuner<BohbTuner>(host, kQuadSpace, args);
+  auto b = MakeTuner<BohbTuner>(host, kQuadSpace, args);
   Simulation sa(2, Bowl);
   Simulation sb(2, Bowl);
   std::vector<Trial> ta = sa.Run(*a, host, 120);
@@ -1025,8 +986,8 @@ TEST(BohbTest, SavedStateContinuesIdentically) {
     if (x > 4.5) return std::nullopt;
     return (x - 2) * (x - 2) + (p["c"] == "b" ? 0.0 : 1.0);
   };
-  auto a = Make<BohbTuner>(host, R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 4})",
-                           space);
+  auto a = MakeTuner<BohbTuner>(host, space,
+                                R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 4})");
   Simulation sim(3, objective);
   sim.Run(*a, host, 77);
   ASSERT_GT(a->model_picks(), 0);
@@ -1035,8 +996,8 @@ TEST(BohbTest, SavedStateContinuesIdentically) {
   std::vector<Trial> next_a = sim.Run(*a, host, 100);
 
   RecordingHost host_b;
-  auto b = Make<BohbTuner>(host_b, R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 1})",
-                           space);
+  auto b = MakeTuner<BohbTuner>(host_b, space,
+                                R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 1})");
   b->LoadState(state);
   EXPECT_EQ(Bytes(next_a), Bytes(sim_b.Run(*b, host_b, 100)));
   EXPECT_EQ(a->SaveState(), b->SaveState());
@@ -1044,27 +1005,20 @@ TEST(BohbTest, SavedStateContinuesIdentically) {
 
   // Loading before the search space works too: the models are built then.
   RecordingHost host_c;
-  msgpack::object_handle args =
-      Msgpack(R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 1})");
-  BohbTuner c(host_c.ref(), args.get());
-  c.LoadState(state);
-  msgpack::object_handle s = Msgpack(space);
-  c.UpdateSearchSpace(s.get());
-  EXPECT_EQ(c.SaveState(), state);
+  auto c = MakeTuner<BohbTuner>(host_c, "",
+                                R"({"max_budget": 9, "optimize_mode": "minimize", "seed": 1})");
+  c->LoadState(state);
+  Update(*c, space);
+  EXPECT_EQ(c->SaveState(), state);
   // A BOHB state is not a Hyperband state.
-  auto hb = Make<HyperbandTuner>(host_c, R"({"R": 9})");
+  auto hb = MakeTuner<HyperbandTuner>(host_c, kOneX, R"({"R": 9})");
   ExpectError([&] { hb->LoadState(state); }, TH_INVALID_ARGUMENT,
               {"not a state of format org.tunehost.hyperband"});
 }
 
 TEST(BohbTest, InvalidClassArgsAreRefusedNamingTheArgument) {
   RecordingHost host;
-  auto construct = [&](const std::string& args) {
-    return [&host, args] {
-      msgpack::object_handle h = Msgpack(args);
-      BohbTuner t(host.ref(), h.get());
-    };
-  };
+  auto construct = [&](const std::string& args) { return Constructing<BohbTuner>(host, args); };
   ExpectError(construct(R"({"min_budget": 0})"), TH_INVALID_ARGUMENT, {"bohb", "\"min_budget\""});
   ExpectError(construct(R"({"min_budget": 5, "max_budget": 3})"), TH_INVALID_ARGUMENT,
               {"\"max_budget\"", ">= min_budget"});
@@ -1114,27 +1068,17 @@ TEST(HyperbandModuleTest, ExportsHyperbandAndBohb) {
 
   RecordingHost host;
   std::vector<uint8_t> args = Json::to_msgpack(Json::parse(R"({"seed": 1})"));
-  std::vector<uint8_t> space = Json::to_msgpack(Json::parse(kOneX));
   for (const char* id : {"org.tunehost.hyperband", "org.tunehost.bohb"}) {
     char message[256] = {};
     th_error_t err{message, sizeof(message)};
-    const th_tuner_t* t = factory->create(factory, host.ref().raw(), id,
-                                          th_bytes_t{args.data(), args.size()}, &err);
-    ASSERT_NE(t, nullptr) << id << ": " << message;
-    EXPECT_EQ(t->update_search_space(t, th_bytes_t{space.data(), space.size()}, &err), TH_OK)
-        << message;
-    std::vector<std::string> emitted;
-    th_param_sink_t sink{&emitted, [](const th_param_sink_t* self, int64_t, const uint8_t* p,
-                                      size_t n) -> th_status {
-                           static_cast<std::vector<std::string>*>(self->sink_data)
-                               ->emplace_back(reinterpret_cast<const char*>(p), n);
-                           return TH_OK;
-                         }};
-    const int64_t ids[] = {0};
-    EXPECT_EQ(t->generate(t, ids, 1, &sink, &err), TH_OK) << message;
-    ASSERT_EQ(emitted.size(), 1u);
-    EXPECT_TRUE(Json::from_msgpack(emitted[0]).contains("TRIAL_BUDGET"));
-    t->destroy(t);
+    const th_tuner_t* created =
+        factory->create(factory, host.ref().raw(), id, th_bytes_t{args.data(), args.size()}, &err);
+    ASSERT_NE(created, nullptr) << id << ": " << message;
+    AbiTuner t(created);
+    EXPECT_EQ(t.UpdateSearchSpace(kOneX), TH_OK) << t.message();
+    EXPECT_EQ(t.Generate({0}), TH_OK) << t.message();
+    ASSERT_EQ(t.emitted_params().size(), 1u);
+    EXPECT_TRUE(ToJson(t.emitted_params()[0]).contains("TRIAL_BUDGET"));
   }
   // Bad class_args come back as an error naming the argument.
   std::vector<uint8_t> bad = Json::to_msgpack(Json::parse(R"({"eta": 1})"));

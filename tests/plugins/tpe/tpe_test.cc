@@ -22,35 +22,23 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/plugin_testing.h"
+#include "plugins/tuner_testing.h"
 #include "tunehost/sdk/cpp/search_space.h"
 
-namespace tunehost::plugins {
+namespace tunehost::plugins::testing {
 namespace {
 
-using testing::Json;
-using testing::MsgpackOf;
-using testing::RecordingHost;
-
-std::unique_ptr<TpeTuner> Make(const RecordingHost& host, const Json& class_args,
-                               const Json& space) {
-  msgpack::object_handle args = MsgpackOf(class_args);
-  auto tuner = std::make_unique<TpeTuner>(host.ref(), args.get());
-  msgpack::object_handle s = MsgpackOf(space);
-  tuner->UpdateSearchSpace(s.get());
-  return tuner;
-}
-
+// The parameter map generated for `id`, or nullopt when there are no more
+// trials.
 std::optional<Json> Generate(TpeTuner& tuner, int64_t id) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  if (!tuner.GenerateParameters(id, pk)) return std::nullopt;
-  return Json::from_msgpack(std::string(buffer.data(), buffer.size()));
+  Packed p = PackParameters(tuner, id);
+  if (!p.generated) return std::nullopt;
+  return ToJson(p.bytes);
 }
 
+// Trial `id` ran `params`, gave `value` and ended.
 void Report(TpeTuner& tuner, int64_t id, const Json& params, double value) {
-  msgpack::object_handle p = MsgpackOf(params);
-  msgpack::object_handle v = MsgpackOf(Json(value));
-  tuner.ReceiveTrialResult(id, p.get(), v.get(), value, false);
+  ReportResult(tuner, id, Pack(params), value);
   tuner.TrialEnd(id, true);
 }
 
@@ -81,7 +69,7 @@ double MeanDistance(const std::vector<Json>& ps, size_t from, double target) {
 // jointly unless `multivariate: false` (tpe_tuner.h says why).
 TEST(TpeTest, DefaultsAreNnisPlusTheJointModel) {
   RecordingHost host;
-  auto t = Make(host, Json::object(), kQuadSpace);
+  auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, Json::object());
   EXPECT_FALSE(t->maximize());
   EXPECT_EQ(t->liar(), TpeTuner::Liar::kBest);
   EXPECT_EQ(t->options().n_startup_jobs, 20);
@@ -91,20 +79,23 @@ TEST(TpeTest, DefaultsAreNnisPlusTheJointModel) {
   EXPECT_DOUBLE_EQ(t->options().gamma, 0.25);
   EXPECT_TRUE(t->options().multivariate);
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "tpe: seed ")) << "a random seed must be logged";
-  auto nni = Make(host, {{"tpe_args", {{"multivariate", false}}}}, kQuadSpace);
+  auto nni = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"tpe_args", {{"multivariate", false}}}});
   EXPECT_FALSE(nni->options().multivariate);
 }
 
 TEST(TpeTest, TpeArgsAreRead) {
   RecordingHost host;
-  auto t = Make(host,
-                {{"optimize_mode", "maximize"},
-                 {"seed", 5},
-                 {"tpe_args",
-                  {{"constant_liar_type", "mean"}, {"n_startup_jobs", 10}, {"n_ei_candidates", 20},
-                   {"linear_forgetting", 100}, {"prior_weight", 0}, {"gamma", 0.5},
-                   {"multivariate", true}}}},
-                kQuadSpace);
+  auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace,
+                                 {{"optimize_mode", "maximize"},
+                                  {"seed", 5},
+                                  {"tpe_args",
+                                   {{"constant_liar_type", "mean"},
+                                    {"n_startup_jobs", 10},
+                                    {"n_ei_candidates", 20},
+                                    {"linear_forgetting", 100},
+                                    {"prior_weight", 0},
+                                    {"gamma", 0.5},
+                                    {"multivariate", true}}}});
   EXPECT_TRUE(t->maximize());
   EXPECT_EQ(t->seed(), 5u);
   EXPECT_EQ(t->liar(), TpeTuner::Liar::kMean);
@@ -115,10 +106,14 @@ TEST(TpeTest, TpeArgsAreRead) {
   EXPECT_DOUBLE_EQ(t->options().gamma, 0.5);
   EXPECT_TRUE(t->options().multivariate);
   // NNI switches the liar off with null; "none" is accepted too.
-  EXPECT_EQ(Make(host, {{"tpe_args", {{"constant_liar_type", nullptr}}}}, kQuadSpace)->liar(),
-            TpeTuner::Liar::kNone);
-  EXPECT_EQ(Make(host, {{"tpe_args", {{"constant_liar_type", "none"}}}}, kQuadSpace)->liar(),
-            TpeTuner::Liar::kNone);
+  EXPECT_EQ(
+      MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"tpe_args", {{"constant_liar_type", nullptr}}}})
+          ->liar(),
+      TpeTuner::Liar::kNone);
+  EXPECT_EQ(
+      MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"tpe_args", {{"constant_liar_type", "none"}}}})
+          ->liar(),
+      TpeTuner::Liar::kNone);
 }
 
 TEST(TpeTest, BadClassArgsAreRefusedNamingTheArgument) {
@@ -173,7 +168,7 @@ TEST(TpeTest, WarmUpIsRandomSamplingInOrder) {
                       {"b", {{"_type", "choice"}, {"_value", {"x", "y", "z"}}}},
                       {"c", {{"_type", "normal"}, {"_value", {0, 1}}}}};
   RecordingHost host;
-  auto t = Make(host, {{"seed", 7}}, space);
+  auto t = MakeTunerOf<TpeTuner>(host, space, {{"seed", 7}});
   msgpack::object_handle s = MsgpackOf(space);
   sdk::SearchSpace ref = sdk::SearchSpace::Parse(s.get());
   std::mt19937_64 rng(7);
@@ -194,7 +189,8 @@ TEST(TpeTest, ConcentratesNearTheMinimumOfAQuadratic) {
   for (bool mv : {false, true}) {
     for (uint64_t seed = 0; seed < 5; ++seed) {
       RecordingHost host;
-      auto t = Make(host, {{"seed", seed}, {"tpe_args", {{"multivariate", mv}}}}, kQuadSpace);
+      auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace,
+                                     {{"seed", seed}, {"tpe_args", {{"multivariate", mv}}}});
       std::vector<Json> ps = RunTrials(*t, 100, Quad);
       ASSERT_EQ(ps.size(), 100u);
       // Uniform draws on [-10, 10] are on average 5.45 away from 3.
@@ -209,7 +205,7 @@ TEST(TpeTest, MaximizeConcentratesNearTheMaximum) {
     RecordingHost host;
     const Json args = {
         {"seed", 3}, {"optimize_mode", "maximize"}, {"tpe_args", {{"multivariate", mv}}}};
-    auto t = Make(host, args, kQuadSpace);
+    auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, args);
     std::vector<Json> ps = RunTrials(*t, 100, [](const Json& p) { return -Quad(p); });
     EXPECT_LT(MeanDistance(ps, 70, 3.0), 2.5) << "multivariate " << mv;
   }
@@ -230,7 +226,8 @@ TEST(TpeTest, LearnsTheBestChoiceAndTheBestLogAndIntegerValues) {
   };
   for (bool mv : {false, true}) {
     RecordingHost host;
-    auto t = Make(host, {{"seed", 11}, {"tpe_args", {{"multivariate", mv}}}}, space);
+    auto t =
+        MakeTunerOf<TpeTuner>(host, space, {{"seed", 11}, {"tpe_args", {{"multivariate", mv}}}});
     std::vector<Json> ps = RunTrials(*t, 120, f);
     int adam = 0, units5 = 0;
     double lr_err = 0;
@@ -261,7 +258,7 @@ TEST(TpeTest, ValuesHaveTheRightTypeAndRange) {
                       {"ri", {{"_type", "randint"}, {"_value", {-3, 4}}}},
                       {"c", {{"_type", "choice"}, {"_value", {1, "two", 3.5}}}}};
   RecordingHost host;
-  auto t = Make(host, {{"seed", 2}}, space);
+  auto t = MakeTunerOf<TpeTuner>(host, space, {{"seed", 2}});
   std::vector<Json> ps = RunTrials(*t, 80, [](const Json& p) {
     return std::fabs(p["u"].get<double>()) + std::fabs(p["n"].get<double>());
   });
@@ -304,7 +301,7 @@ TEST(TpeTest, NestedChoicesAreLearnedWithTheirSubSpaces) {
     return std::fabs(m["depth"].get<double>() - 7) / 10 + std::fabs(m["eta"].get<double>() - 0.2);
   };
   RecordingHost host;
-  auto t = Make(host, {{"seed", 4}}, space);
+  auto t = MakeTunerOf<TpeTuner>(host, space, {{"seed", 4}});
   std::vector<Json> ps = RunTrials(*t, 100, f);
   int tree = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -325,7 +322,7 @@ TEST(TpeTest, FiniteSpaceIsExhaustedWithoutRepeats) {
   RecordingHost host;
   const Json space = {{"a", {{"_type", "choice"}, {"_value", {1, 2, 3}}}},
                       {"b", {{"_type", "randint"}, {"_value", {0, 2}}}}};
-  auto t = Make(host, {{"seed", 1}, {"tpe_args", {{"n_startup_jobs", 2}}}}, space);
+  auto t = MakeTunerOf<TpeTuner>(host, space, {{"seed", 1}, {"tpe_args", {{"n_startup_jobs", 2}}}});
   std::set<std::string> seen;
   for (int64_t id = 0; id < 6; ++id) {
     std::optional<Json> p = Generate(*t, id);
@@ -343,7 +340,7 @@ TEST(TpeTest, FiniteSpaceIsExhaustedWithoutRepeats) {
 TEST(TpeTest, ConstantLiarSpreadsConcurrentSuggestions) {
   auto first_two_after = [](const Json& args) {
     RecordingHost host;
-    auto t = Make(host, args, kQuadSpace);
+    auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, args);
     RunTrials(*t, 30, Quad);
     std::optional<Json> a = Generate(*t, 100);
     EXPECT_EQ(t->running(), 1u);
@@ -354,7 +351,7 @@ TEST(TpeTest, ConstantLiarSpreadsConcurrentSuggestions) {
             first_two_after({{"seed", 9}, {"tpe_args", {{"constant_liar_type", nullptr}}}}));
 
   RecordingHost host;
-  auto t = Make(host, {{"seed", 9}}, kQuadSpace);
+  auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", 9}});
   RunTrials(*t, 30, Quad);
   for (int64_t id = 100; id < 110; ++id) ASSERT_TRUE(Generate(*t, id));
   EXPECT_EQ(t->running(), 10u);
@@ -389,8 +386,8 @@ TEST(TpeTest, SameSeedSameEventsGiveTheSameSuggestions) {
   for (bool mv : {false, true}) {
     RecordingHost host;
     const Json args = {{"seed", 42}, {"tpe_args", {{"multivariate", mv}}}};
-    auto a = Make(host, args, kQuadSpace);
-    auto b = Make(host, args, kQuadSpace);
+    auto a = MakeTunerOf<TpeTuner>(host, kQuadSpace, args);
+    auto b = MakeTunerOf<TpeTuner>(host, kQuadSpace, args);
     EXPECT_EQ(Drive(*a, 0, 60), Drive(*b, 0, 60));
   }
 }
@@ -401,13 +398,14 @@ TEST(TpeTest, SavedStateContinuesExactly) {
     const Json args = {{"seed", 8}, {"tpe_args", {{"multivariate", mv}}}};
     const Json space = {{"x", {{"_type", "uniform"}, {"_value", {-10, 10}}}},
                         {"k", {{"_type", "choice"}, {"_value", {1, 2, 3}}}}};
-    auto a = Make(host, args, space);
+    auto a = MakeTunerOf<TpeTuner>(host, space, args);
     Drive(*a, 0, 40);  // leaves trials in flight
     ASSERT_GT(a->running(), 0u);
     const std::string state = a->SaveState();
     // Options come from class_args (the same config on resume); the seed
     // and everything learned come from the state.
-    auto b = Make(host, {{"seed", 999}, {"tpe_args", {{"multivariate", mv}}}}, space);
+    auto b =
+        MakeTunerOf<TpeTuner>(host, space, {{"seed", 999}, {"tpe_args", {{"multivariate", mv}}}});
     b->LoadState(state);
     EXPECT_EQ(b->observations(), a->observations());
     EXPECT_EQ(b->running(), a->running());
@@ -418,7 +416,7 @@ TEST(TpeTest, SavedStateContinuesExactly) {
 
 TEST(TpeTest, CorruptStateIsRefusedAndChangesNothing) {
   RecordingHost host;
-  auto a = Make(host, {{"seed", 1}}, kQuadSpace);
+  auto a = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", 1}});
   RunTrials(*a, 5, Quad);
   const std::string before = a->SaveState();
   for (const std::string& bad : {std::string("nonsense"), std::string("\x81\xa6" "format\xa3xyz")}) {
@@ -443,11 +441,10 @@ TEST(TpeTest, ImportedResultsAreUsedAsHistory) {
   double imported_dist = 0, fresh_dist = 0;
   for (uint64_t seed = 0; seed < 5; ++seed) {
     RecordingHost host;
-    auto imported = Make(host, {{"seed", seed}}, kQuadSpace);
-    msgpack::object_handle records = MsgpackOf(ImportRecords(60, seed + 100));
-    imported->ImportData(records.get());
+    auto imported = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", seed}});
+    Import(*imported, ImportRecords(60, seed + 100));
     EXPECT_EQ(imported->observations(), 60u);
-    auto fresh = Make(host, {{"seed", seed}}, kQuadSpace);
+    auto fresh = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", seed}});
     imported_dist += MeanDistance(RunTrials(*imported, 10, Quad), 0, 3.0);
     fresh_dist += MeanDistance(RunTrials(*fresh, 10, Quad), 0, 3.0);
   }
@@ -457,13 +454,11 @@ TEST(TpeTest, ImportedResultsAreUsedAsHistory) {
 
 TEST(TpeTest, ImportedConfigurationsAreNotSuggestedAgainAndBadRecordsAreSkipped) {
   RecordingHost host;
-  auto t = Make(host, {{"seed", 1}, {"tpe_args", {{"n_startup_jobs", 0}}}},
-                {{"a", {{"_type", "choice"}, {"_value", {1, 2, 3}}}}});
-  msgpack::object_handle records =
-      MsgpackOf(Json::array({{{"parameters", {{"a", 1}}}, {"value", 0.5}},
-                             {{"parameter", {{"a", 2}}}, {"value", {{"default", 0.1}}}},
-                             {{"parameters", {{"a", 3}}}}}));
-  t->ImportData(records.get());
+  auto t = MakeTunerOf<TpeTuner>(host, {{"a", {{"_type", "choice"}, {"_value", {1, 2, 3}}}}},
+                                 {{"seed", 1}, {"tpe_args", {{"n_startup_jobs", 0}}}});
+  Import(*t, Json::array({{{"parameters", {{"a", 1}}}, {"value", 0.5}},
+                          {{"parameter", {{"a", 2}}}, {"value", {{"default", 0.1}}}},
+                          {{"parameters", {{"a", 3}}}}}));
   EXPECT_EQ(t->observations(), 2u);
   EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "skipped 1"));
   std::optional<Json> p = Generate(*t, 0);
@@ -474,7 +469,7 @@ TEST(TpeTest, ImportedConfigurationsAreNotSuggestedAgainAndBadRecordsAreSkipped)
 
 TEST(TpeTest, SearchSpaceUpdateKeepsTheResultsThatStillFit) {
   RecordingHost host;
-  auto t = Make(host, {{"seed", 1}}, kQuadSpace);
+  auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", 1}});
   RunTrials(*t, 30, Quad);
   msgpack::object_handle same = MsgpackOf(kQuadSpace);
   t->UpdateSearchSpace(same.get());
@@ -487,7 +482,7 @@ TEST(TpeTest, SearchSpaceUpdateKeepsTheResultsThatStillFit) {
 
 TEST(TpeTest, CustomizedTrialResultsCount) {
   RecordingHost host;
-  auto t = Make(host, {{"seed", 1}}, kQuadSpace);
+  auto t = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"seed", 1}});
   msgpack::object_handle p = MsgpackOf({{"x", 2.5}});
   msgpack::object_handle v = MsgpackOf(Json(0.25));
   t->ReceiveTrialResult(77, p.get(), v.get(), 0.25, true);
@@ -507,7 +502,8 @@ TEST(TpeTest, MultivariateConcentratesOnAJointOptimum) {
   double mv_regret = 0;
   for (uint64_t seed = 0; seed < 5; ++seed) {
     RecordingHost host;
-    auto t = Make(host, {{"seed", seed}, {"tpe_args", {{"multivariate", true}}}}, space);
+    auto t = MakeTunerOf<TpeTuner>(host, space,
+                                   {{"seed", seed}, {"tpe_args", {{"multivariate", true}}}});
     std::vector<Json> ps = RunTrials(*t, 100, f);
     ASSERT_EQ(ps.size(), 100u);
     double best = 1e9;
@@ -555,7 +551,8 @@ TEST(TpeTest, DefaultModelFindsTheHartmann6Optimum) {
     std::vector<double> regrets;
     for (uint64_t seed = 0; seed < 7; ++seed) {
       RecordingHost host;
-      auto t = Make(host, {{"seed", seed}, {"tpe_args", {{"multivariate", mv}}}}, space);
+      auto t = MakeTunerOf<TpeTuner>(host, space,
+                                     {{"seed", seed}, {"tpe_args", {{"multivariate", mv}}}});
       double best = 0;
       for (const Json& p : RunTrials(*t, 100, hartmann6)) best = std::min(best, hartmann6(p));
       regrets.push_back(best + 3.32237);
@@ -578,7 +575,8 @@ TEST(TpeTest, MultivariateHandlesNestedSpaces) {
          {{{"_name", "a"}, {"p", {{"_type", "uniform"}, {"_value", {0, 1}}}}},
           {{"_name", "b"}, {"q", {{"_type", "randint"}, {"_value", {0, 5}}}}}}}}}};
   RecordingHost host;
-  auto t = Make(host, {{"seed", 3}, {"tpe_args", {{"multivariate", true}}}}, space);
+  auto t =
+      MakeTunerOf<TpeTuner>(host, space, {{"seed", 3}, {"tpe_args", {{"multivariate", true}}}});
   std::vector<Json> ps = RunTrials(*t, 60, [](const Json& p) {
     const Json& m = p["model"];
     double l = std::fabs(std::log10(p["lr"].get<double>()) + 2);
@@ -593,4 +591,4 @@ TEST(TpeTest, MultivariateHandlesNestedSpaces) {
 }
 
 }  // namespace
-}  // namespace tunehost::plugins
+}  // namespace tunehost::plugins::testing
