@@ -1,6 +1,7 @@
-// MessagePack codec for protocol v1 (protocol/docs/wire-format.md).
-// Decoding walks a msgpack::object tree with explicit type checks; nothing in
-// here throws past Decode. Encoding writes keys in the documented order.
+// MessagePack codec for protocol v1 (protocol/docs/wire-format.md): the
+// public API. Each message's fields are described in codec_messages.h; the
+// encoder (codec_encode.cc) and the decoder (codec_decode.cc) follow those
+// descriptions. Nothing here throws past Decode.
 #include "tunehost/protocol/codec.h"
 
 #include <string>

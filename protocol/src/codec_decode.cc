@@ -162,13 +162,6 @@ class Fields {
     *out = static_cast<T>(o->via.u64);
     return Status::Ok();
   }
-  Status OptUInt(std::string_view key, std::optional<uint64_t>* out) const {
-    if (Find(key) == nullptr) return Status::Ok();
-    uint64_t v = 0;
-    Status st = UInt(key, &v);
-    if (st.ok()) *out = v;
-    return st;
-  }
   Status Int(std::string_view key, int64_t* out) const {
     const msgpack::object* o = Find(key);
     if (o == nullptr) return Status::MissingField(Name(key) + " is required");
@@ -203,15 +196,6 @@ class Fields {
       return Status::BadField(Name(key) + ": " + std::to_string(o->via.map.size) +
                               " keys is over the limit of " + std::to_string(max_keys));
     }
-    *out = Repack(*o);
-    return Status::Ok();
-  }
-  Status Parameters(std::string_view key, Packed* out) const {
-    return Map(key, out, /*required=*/true, kMaxParameters);
-  }
-  Status Any(std::string_view key, Packed* out) const {
-    const msgpack::object* o = Find(key);
-    if (o == nullptr) return Status::MissingField(Name(key) + " is required");
     *out = Repack(*o);
     return Status::Ok();
   }
