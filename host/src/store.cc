@@ -14,6 +14,8 @@
 
 #include "tunehost/host/engine.h"
 
+#include "wal_checkpointer.h"
+
 namespace tunehost::host {
 
 namespace p = tunehost::protocol;
@@ -164,14 +166,22 @@ Status Store::Open(const fs::path& file, Mode mode, std::unique_ptr<Store>* out)
   }
   Status st = store->Migrate(mode == Mode::kReadOnly);
   if (!st.ok()) return st;
+  if (mode != Mode::kReadOnly) {
+    store->checkpointer_ = std::make_unique<WalCheckpointer>(store->db_, file);
+  }
   *out = std::move(store);
   return Status::Ok();
 }
 
 Store::~Store() {
   if (in_batch_ && error_.empty()) Commit();
+  checkpointer_.reset();  // its connection first: the last one to close checkpoints
   for (auto& [sql, st] : statements_) sqlite3_finalize(st);
   sqlite3_close(db_);
+}
+
+uint64_t Store::BackgroundCheckpoints() const {
+  return checkpointer_ ? checkpointer_->completed() : 0;
 }
 
 Status Store::Exec(const char* sql) {

@@ -9,7 +9,9 @@
 // metric acknowledgements and hands results to the plugins, so whatever a
 // worker saw acknowledged is on disk. synchronous=NORMAL: a committed batch
 // survives the host process dying (SIGKILL, crash); an operating-system crash
-// may lose the last batches (SQLite's WAL guarantee at that level).
+// may lose the last batches (SQLite's WAL guarantee at that level). The log
+// is copied back into the database by a thread of the store's own
+// (WalCheckpointer), not inside the loop's COMMIT.
 #pragma once
 
 #include <sqlite3.h>
@@ -29,6 +31,7 @@
 namespace tunehost::host {
 
 struct Trial;
+class WalCheckpointer;
 
 inline constexpr int kStoreSchemaVersion = 3;
 
@@ -112,6 +115,8 @@ class Store {
   // Imported record arrays (FD) by result order.
   Status Imports(std::vector<std::pair<int64_t, protocol::Packed>>* out) const;
   int64_t CountRows(std::string_view table) const;
+  // Checkpoints the background thread has completed (0 for a read-only store).
+  uint64_t BackgroundCheckpoints() const;
 
  private:
   Store() = default;
@@ -127,6 +132,7 @@ class Store {
   bool in_batch_ = false;
   std::string error_;
   mutable std::map<const char*, sqlite3_stmt*> statements_;  // by SQL text pointer
+  std::unique_ptr<WalCheckpointer> checkpointer_;  // writable stores
 };
 
 }  // namespace tunehost::host
