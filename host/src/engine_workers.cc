@@ -108,6 +108,7 @@ Status Engine::OnHello(const p::WorkerHello& m, Clock::time_point now) {
   w.last_seen = now;
   w.blocked = false;
   w.addressed = m.addressed_offers();
+  w.ack_spans = m.ack_spans();
   if (fresh) {
     spdlog::info("worker {} joined: {} slot(s), {} GPU(s), {} {}{}", m.worker_id, m.slots,
                  m.resources.gpus, m.language, m.version,

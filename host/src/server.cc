@@ -156,6 +156,7 @@ Status Server::Impl::Run() {
     events_drops_.Flush(turn);
     if (!viewed_) engine_.Tick(Clock::now());
     FlushStore(false);
+    if (!store_) SendAcks();
     if (on_tick_ && Clock::now() - ticked_at_ >= std::chrono::seconds(1)) {
       ticked_at_ = Clock::now();
       on_tick_();
@@ -178,6 +179,7 @@ Status Server::Impl::Run() {
     Reply(peer, Status::BadState("the host stopped before the tuner answered"));
   }
   FlushStore(true);
+  if (!store_) SendAcks();
   running_ = false;
   spdlog::info("experiment {} {}", spec_.id, ToString(engine_.status()));
   return Status::Ok();
@@ -249,14 +251,23 @@ void Server::Impl::OfferSent() {
 }
 
 void Server::Impl::SendToWorker(const std::string& worker_id, p::Body body) {
-  if (std::holds_alternative<p::MetricAck>(body)) {
-    // Acknowledged means stored: the ack waits for the batch's commit.
-    AfterCommit([this, topic = "worker." + worker_id + ".", body = std::move(body)]() mutable {
-      SendEvent(topic, std::move(body));
-    });
+  if (const auto* ack = std::get_if<p::MetricAck>(&body)) {
+    // Acknowledged means stored: acks wait for the batch's commit, then
+    // leave together, in spans for workers that take them (§5.2); without
+    // a store, at the end of the loop turn.
+    if (acks_.empty() && store_) AfterCommit([this] { SendAcks(); });
+    const auto& workers = engine_.workers();
+    const auto w = workers.find(worker_id);
+    acks_.Add(worker_id, *ack, w != workers.end() && w->second.ack_spans);
     return;
   }
   SendEvent("worker." + worker_id + ".", std::move(body));
+}
+
+void Server::Impl::SendAcks() {
+  acks_.Flush([this](const std::string& worker_id, p::MetricAck ack) {
+    SendEvent("worker." + worker_id + ".", std::move(ack));
+  });
 }
 
 void Server::Impl::Publish(p::Body body) {

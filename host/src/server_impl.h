@@ -18,6 +18,7 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include "tunehost/host/ack_batch.h"
 #include "tunehost/host/connection_gate.h"
 #include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
@@ -166,6 +167,7 @@ class Server::Impl final : public EngineSink {
 
   // server_store.cc: plugin calls and acknowledgements wait for the commit.
   void AfterCommit(std::function<void()> fn);
+  void SendAcks();
   bool CommitStore();
   void FlushStore(bool final);
   uint64_t CheckpointKey() const;
@@ -211,6 +213,7 @@ class Server::Impl final : public EngineSink {
   bool viewed_ = false;
   bool deduplicating_ = false;
   std::vector<std::function<void()>> after_commit_;
+  AckBatch acks_;  // MA of this turn (with a store: of this commit)
   PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
   WorkerKeys workers_by_key_;
   ExperimentStatus stored_status_ = ExperimentStatus::kInitialized;

@@ -289,6 +289,7 @@ bool Server::Impl::CommitStore() {
   Status st = store_->Commit();
   if (st.ok()) return true;
   after_commit_.clear();
+  acks_.Clear();
   if (!store_failed_) {
     store_failed_ = true;
     Publish(p::ErrorEvent{"internal", st.message(), "store"});

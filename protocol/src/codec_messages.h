@@ -185,6 +185,7 @@ void Describe(V& v, WorkerHello& b) {
   v.Text("version", b.version);
   v.List("running", b.running, kMaxRunning, kOptional);
   v.OptStr("offers", b.offers);
+  v.OptStr("acks", b.acks);
 }
 template <class V>
 void Describe(V& v, Heartbeat& b) {
@@ -238,6 +239,8 @@ void Describe(V& v, MetricAck& b) {
   v.Str("trial_id", b.trial_id);
   v.UInt("attempt", b.attempt);
   v.UInt("sequence", b.sequence);
+  v.OptUInt("span", b.span);
+  v.Check("span", !b.span || *b.span >= 1, [] { return std::string("must be >= 1"); });
 }
 template <class V>
 void Describe(V&, HelloRequest&) {}

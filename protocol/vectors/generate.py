@@ -201,22 +201,29 @@ vector("WH",
                  "resources": {"gpus": 1, "extra": {"host": "node1", "mem_gb": 64}},
                  "language": "python", "version": "0.1.0",
                  "running": [running("trial-0001", 0, 3), running("trial-0009", 2, -1)],
-                 "offers": None})
+                 "offers": None, "acks": None})
 vector("WH_fresh", "WorkerHello at start: nothing running, no resources beyond one slot.",
        "WH", 1, {"worker_id": "w", "slots": 1, "resources": {"gpus": 0, "extra": {}},
-                 "language": "c++", "version": "0.1.0", "running": [], "offers": None})
+                 "language": "c++", "version": "0.1.0", "running": [], "offers": None,
+                 "acks": None})
 vector("WH_addressed",
        "WorkerHello of a worker that also takes offers on its events topic (§5.2), so the "
        "host can address each offer to a worker with a free slot.",
        "WH", 1, {"worker_id": "w7", "slots": 2, "resources": {"gpus": 0, "extra": {}},
                  "language": "c++", "version": "0.2.0", "running": [],
-                 "offers": "addressed"})
+                 "offers": "addressed", "acks": None})
+vector("WH_ack_spans",
+       "WorkerHello of a worker that takes addressed offers and understands an MA's span "
+       "(§5.2), so the host may acknowledge consecutive results in one MA.",
+       "WH", 1, {"worker_id": "w8", "slots": 1, "resources": {"gpus": 0, "extra": {}},
+                 "language": "python", "version": "0.3.0", "running": [],
+                 "offers": "addressed", "acks": "spans"})
 _wh_old = {"worker_id": "w", "slots": 1, "resources": {"gpus": 0, "extra": {}},
            "language": "python", "version": "0.1.0", "running": []}
 vector("WH_without_offers",
        "WorkerHello of a worker written before `offers` was appended: the key is absent, "
        "which means nil (offers reach it through the jobs socket only).",
-       "WH", 1, dict(_wh_old, offers=None), wire=envelope("WH", 1, _wh_old))
+       "WH", 1, dict(_wh_old, offers=None, acks=None), wire=envelope("WH", 1, _wh_old))
 vector("HB", "Heartbeat: 3 of 4 slots free, one trial running.",
        "HB", 2, {"worker_id": "node1-4242-ab12", "free_slots": 3,
                  "running": [running("trial-0001", 0, 300)]})
@@ -265,7 +272,11 @@ vector("KI_assessor",
 vector("KI_superseded", "KillTrialJob for an attempt that was re-offered meanwhile.",
        "KI", 4, {"trial_id": "trial-0002", "attempt": 1, "reason": "superseded"})
 vector("MA", "MetricAck: the host accepted the result with this trial, attempt and sequence.",
-       "MA", 5, {"trial_id": "trial-0001", "attempt": 0, "sequence": 3})
+       "MA", 5, {"trial_id": "trial-0001", "attempt": 0, "sequence": 3, "span": None})
+vector("MA_span",
+       "MetricAck of a span (only to a worker whose WH says acks \"spans\"): the results "
+       "with sequences 3, 4, 5 and 6 of this trial attempt are accepted.",
+       "MA", 6, {"trial_id": "trial-0001", "attempt": 0, "sequence": 3, "span": 4})
 vector("HR", "HelloRequest: the host does not know this worker; it answers with WH.",
        "HR", 6, {})
 vector("ID", "Initialized event: the experiment has started.",
@@ -335,7 +346,7 @@ vector("noncanonical_unknown_keys",
              "trace": "abc"})
 vector("noncanonical_key_order",
        "Decoders look keys up by name: any order is accepted.",
-       "MA", 5, {"trial_id": "t", "attempt": 1, "sequence": 2},
+       "MA", 5, {"trial_id": "t", "attempt": 1, "sequence": 2, "span": None},
        wire={"body": {"sequence": 2, "attempt": 1, "trial_id": "t"}, "id": 5, "type": "MA",
              "v": 1})
 vector("noncanonical_missing_nil_keys",
@@ -473,6 +484,9 @@ invalid("trial_id_too_long", "An identifier longer than 256 bytes.",
 invalid("slots_over_limit", "A worker announcing more than 1024 slots.",
         env42("WH", {"worker_id": "w", "slots": 1025, "resources": None, "language": "",
                      "version": "", "running": []}), "bad_field", "body.slots", 42)
+invalid("span_zero", "An MA whose span acknowledges nothing.",
+        env42("MA", {"trial_id": "t", "attempt": 0, "sequence": 3, "span": 0}),
+        "bad_field", "body.span", 42)
 invalid("running_over_limit", "A running list longer than 1024 items (the length is checked "
         "before the items).",
         env42("HB", {"worker_id": "w", "free_slots": 0, "running": [None] * 1025}),

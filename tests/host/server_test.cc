@@ -93,13 +93,38 @@ class ServerTest : public ::testing::Test {
     results_.send(zmq::buffer(bytes), zmq::send_flags::none);
   }
 
-  void Hello(uint32_t slots) {
+  void Hello(uint32_t slots, std::optional<std::string> acks = std::nullopt) {
     p::WorkerHello h;
     h.worker_id = "w1";
     h.slots = slots;
     h.language = "c++";
     h.resources.extra = p::EmptyMap();
+    h.acks = std::move(acks);
     Send(h);
+  }
+
+  // Sends `n` PERIODICAL results of a running trial in one burst and reads
+  // MAs until every sequence is acknowledged; how many times each was.
+  std::vector<int> BurstAcks(const p::NewTrialJob& job, uint64_t n, size_t* acks,
+                             bool* spans_seen) {
+    for (uint64_t seq = 0; seq < n; ++seq) {
+      Metric(job, p::MetricType::kPeriodical, seq, 0.5);
+    }
+    std::vector<int> times(n, 0);
+    uint64_t covered = 0;
+    *acks = 0;
+    *spans_seen = false;
+    while (covered < n) {
+      auto ack = NextSignal<p::MetricAck>();
+      if (!ack) break;
+      ++*acks;
+      EXPECT_EQ(ack->trial_id, job.trial_id);
+      if (ack->span) *spans_seen = true;
+      for (uint64_t seq = ack->sequence; seq < n && ack->Covers(seq); ++seq) {
+        if (times[seq]++ == 0) ++covered;
+      }
+    }
+    return times;
   }
 
   std::optional<p::NewTrialJob> NextJob(milliseconds timeout = milliseconds(5000)) {
@@ -235,6 +260,40 @@ TEST_F(ServerTest, SlowTunerNeverDelaysAssessment) {
   std::map<std::string, p::TrialStatus> status;
   for (const auto& t : s.trials) status[t.trial_id] = t.status;
   EXPECT_EQ(status[a->trial_id], p::TrialStatus::kEarlyStopped);
+}
+
+// Acknowledgement spans (wire-format.md §5.2): a worker whose WH says
+// acks "spans" gets consecutive results acknowledged together, each exactly
+// once; a worker that does not say so gets one MA per result.
+TEST_F(ServerTest, AckSpansCoverEveryResultOnceForWorkersThatTakeThem) {
+  StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
+  Hello(1, p::WorkerHello::kAckSpans);
+  auto job = NextJob();
+  ASSERT_TRUE(job);
+  Send(p::TrialStarted{"w1", job->trial_id, job->attempt, job->lease});
+  constexpr uint64_t kResults = 800;  // under the events queues even unmerged
+  size_t acks = 0;
+  bool spans = false;
+  std::vector<int> times = BurstAcks(*job, kResults, &acks, &spans);
+  for (uint64_t seq = 0; seq < kResults; ++seq) EXPECT_EQ(times[seq], 1) << "sequence " << seq;
+  // The host reads a burst many results per loop turn.
+  EXPECT_TRUE(spans);
+  EXPECT_LT(acks, kResults);
+}
+
+TEST_F(ServerTest, WorkersWithoutAckSpansGetOneAckPerResult) {
+  StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
+  Hello(1, "something else");
+  auto job = NextJob();
+  ASSERT_TRUE(job);
+  Send(p::TrialStarted{"w1", job->trial_id, job->attempt, job->lease});
+  constexpr uint64_t kResults = 500;
+  size_t acks = 0;
+  bool spans = false;
+  std::vector<int> times = BurstAcks(*job, kResults, &acks, &spans);
+  for (uint64_t seq = 0; seq < kResults; ++seq) EXPECT_EQ(times[seq], 1) << "sequence " << seq;
+  EXPECT_FALSE(spans);
+  EXPECT_EQ(acks, kResults);
 }
 
 TEST_F(ServerTest, GarbageOnResultsSocketIsDroppedAndWorkGoesOn) {

@@ -119,6 +119,7 @@ class FakeWorker {
     h.worker_id = id_;
     h.slots = slots;
     h.resources.extra = p::EmptyMap();
+    h.acks = p::WorkerHello::kAckSpans;
     Send(h);
   }
 
@@ -132,7 +133,8 @@ class FakeWorker {
     return std::get<p::NewTrialJob>(m.body);
   }
 
-  // Waits for MetricAck with the given sequence.
+  // Waits for a MetricAck that covers the given sequence (this worker takes
+  // spans, wire-format.md §5.2).
   bool AwaitAck(uint64_t seq, int timeout_ms = 60000) {
     auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (Clock::now() < deadline) {
@@ -142,7 +144,7 @@ class FakeWorker {
       (void)zmq::recv_multipart(events_, std::back_inserter(frames));
       p::Message m;
       if (!p::Decode(frames.at(1).to_string_view(), &m).ok()) continue;
-      if (auto* a = std::get_if<p::MetricAck>(&m.body); a && a->sequence == seq) return true;
+      if (auto* a = std::get_if<p::MetricAck>(&m.body); a && a->Covers(seq)) return true;
     }
     return false;
   }

@@ -358,21 +358,27 @@ void Worker::RequestKill(Trial* trial, TrialStatus status, const std::string& re
 }
 
 void Worker::OnAck(const protocol::MetricAck& ack) {
+  // An MA acknowledges `span` consecutive sequences from `sequence` on
+  // (one without a span: that sequence alone; wire-format.md §5.2).
   Trial* trial = FindTrial(ack.trial_id, ack.attempt);
-  auto it = trial != nullptr ? trial->pending.find(ack.sequence)
-                             : decltype(trial->pending.end()){};
-  if (trial == nullptr || it == trial->pending.end()) {
-    spdlog::debug("MA for {}#{} seq {} matched nothing", ack.trial_id, ack.attempt, ack.sequence);
-    return;
+  size_t matched = 0;
+  if (trial != nullptr) {
+    for (auto it = trial->pending.lower_bound(ack.sequence);
+         it != trial->pending.end() && ack.Covers(it->first); ++matched) {
+      LogAck(*trial, it->first, it->second);
+      it = trial->pending.erase(it);
+    }
   }
-  LogAck(ack, it->second);
-  trial->pending.erase(it);
+  if (matched == 0) {
+    spdlog::debug("MA for {}#{} seq {} (span {}) matched nothing", ack.trial_id, ack.attempt,
+                  ack.sequence, ack.acknowledged());
+  }
 }
 
 // One line per acknowledged result, written with a single write(2) before
 // anything else happens, so that a SIGKILL right after leaves it in the file:
 //   <trial_id> <attempt> <sequence> <PERIODICAL|FINAL> <scalar> <worker_id> <unix time>
-void Worker::LogAck(const protocol::MetricAck& ack, const PendingMetric& metric) {
+void Worker::LogAck(const Trial& trial, uint64_t sequence, const PendingMetric& metric) {
   if (ack_log_fd_ < 0) return;
   char scalar[64], when[64];
   std::snprintf(scalar, sizeof scalar, "%.17g", metric.scalar);
@@ -380,8 +386,8 @@ void Worker::LogAck(const protocol::MetricAck& ack, const PendingMetric& metric)
   clock_gettime(CLOCK_REALTIME, &now);
   std::snprintf(when, sizeof when, "%lld.%06ld", static_cast<long long>(now.tv_sec),
                 now.tv_nsec / 1000);
-  const std::string line = ack.trial_id + " " + std::to_string(ack.attempt) + " " +
-                           std::to_string(ack.sequence) + " " +
+  const std::string line = trial.job.trial_id + " " + std::to_string(trial.job.attempt) + " " +
+                           std::to_string(sequence) + " " +
                            std::string(protocol::ToString(metric.type)) + " " + scalar + " " +
                            options_.id + " " + when + "\n";
   if (::write(ack_log_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
@@ -573,6 +579,7 @@ void Worker::SendHello() {
   hello.version = TH_WORKER_VERSION;
   hello.running = RunningTrials();
   hello.offers = protocol::WorkerHello::kAddressedOffers;
+  hello.acks = protocol::WorkerHello::kAckSpans;
   Send(std::move(hello));
 }
 

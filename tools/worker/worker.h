@@ -126,7 +126,7 @@ class Worker {
   Trial* FindTrial(const std::string& trial_id, uint32_t attempt);
   // When the oldest unacknowledged result was first sent (max: none).
   Clock::time_point OldestUnacknowledged() const;
-  void LogAck(const protocol::MetricAck& ack, const PendingMetric& metric);
+  void LogAck(const Trial& trial, uint64_t sequence, const PendingMetric& metric);
 
   WorkerOptions options_;
   int wake_fd_;

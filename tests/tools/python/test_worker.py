@@ -89,6 +89,8 @@ class HelloHeartbeatTest(WorkerTestCase):
         self.assertEqual(hello.body["language"], "python")
         self.assertEqual(hello.body["version"], tunehost.__version__)
         self.assertEqual(hello.body["running"], [])
+        self.assertEqual(hello.body["offers"], "addressed")
+        self.assertEqual(hello.body["acks"], "spans")
         for _ in range(2):
             hb = self.host.expect("HB", skip=())
             self.assertEqual(hb.body, {"worker_id": self.wid, "free_slots": 2, "running": []})
@@ -287,6 +289,33 @@ class ReporterTest(WorkerTestCase):
         # The FINAL was sent before EN, and nothing after the PERIODICAL's ack but resends of it.
         kinds = [(m.body["type"], m.body["sequence"]) for m in self.host.received if m.type == "ME"]
         self.assertEqual(set(kinds), {("PERIODICAL", 0), ("FINAL", 1)})
+
+    def test_an_ack_span_releases_every_sequence_it_covers_and_no_other(self):
+        returned = threading.Event()
+
+        def train(config, reporter):
+            reporter.report(0.1)
+            returned.set()
+            reporter.report(0.2)
+
+        self.start_worker(train, ack_timeout=30.0)
+        self.host.offer("t1")
+        self.host.expect("TS")
+        self.expect_me("t1", 0)
+        # Spans that start after the sequence, or stop before it (§5.2).
+        self.host.event(self.wid, "MA", {"trial_id": "t1", "attempt": 0, "sequence": 1, "span": 9})
+        self.host.event(self.wid, "MA", {"trial_id": "t1", "attempt": 1, "sequence": 0, "span": 9})
+        self.sync_events()
+        self.assertFalse(returned.is_set(), "a span that does not cover sequence 0 released it")
+        self.host.event(self.wid, "MA", {"trial_id": "t1", "attempt": 0, "sequence": 0, "span": 2})
+        self.assertTrue(returned.wait(WAIT), "a span covering sequence 0 did not release it")
+        second = self.expect_me("t1", 1)
+        self.host.event(self.wid, "MA", {"trial_id": "t1", "attempt": 0, "sequence": 1, "span": 1})
+        final = self.expect_me("t1", 2, "FINAL", skip=("HB", "ME"))
+        self.assertEqual(final.body["value"], 0.2)
+        self.assertEqual(second.body["value"], 0.2)
+        self.host.ack(final)
+        self.assertEqual(self.host.expect("EN", skip=("HB", "ME")).body["status"], "SUCCEEDED")
 
     def test_return_without_final_sends_last_result_as_final_once(self):
         def train(config, reporter):

@@ -252,6 +252,7 @@ SCHEMA = collections.OrderedDict([
         _f("version", "text", False),
         _f("running", "array", False, (RUNNING_TRIAL, MAX_RUNNING)),
         _f("offers", "str", False),
+        _f("acks", "str", False),
     )),
     (HEARTBEAT, (
         _f("worker_id", "str"),
@@ -283,6 +284,7 @@ SCHEMA = collections.OrderedDict([
         _f("trial_id", "str"),
         _f("attempt", "uint32"),
         _f("sequence", "uint64"),
+        _f("span", "uint32", False),
     )),
     (HELLO_REQUEST, ()),
     (INITIALIZED, (_f("experiment_id", "str"),)),
@@ -313,6 +315,8 @@ _CHECKS = {
     # UX (top level): at least one trial at once; a finite time budget.
     ("concurrency",): (lambda v: v >= 1, "must be >= 1"),
     ("max_duration_s",): (lambda v: 0 <= v < float("inf"), "must be finite and >= 0"),
+    # MA: a span acknowledges at least one result.
+    ("span",): (lambda v: v >= 1, "must be >= 1"),
 }
 
 # ---------------------------------------------------------------- values

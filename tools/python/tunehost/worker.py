@@ -13,7 +13,7 @@ ZeroMQ sockets are not thread-safe, so every socket has exactly one owner:
 - **I/O thread** (``tunehost-io``) owns the results ``PUSH`` and the events
   ``SUB``. It sends every message the worker emits (``WH HB TS TJ ME EN WB``),
   so their order on the wire is the order they were posted; it reads ``KI``,
-  ``MA``, ``HR`` and addressed offers (``TR`` on its own topic, §5.2, answered
+  ``MA`` (with spans, §5.2), ``HR`` and addressed offers (``TR`` on its own topic, §5.2, answered
   like those of the jobs thread); it keeps the heartbeat timer and the table of
   unacknowledged ``ME`` messages it resends every ``ack_timeout``.
 - **jobs thread** (``tunehost-jobs``) owns the jobs ``PULL`` (``ZMQ_RCVHWM``

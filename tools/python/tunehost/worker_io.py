@@ -56,7 +56,7 @@ class IoLoop:
         w = self.w
         self.send("WH", {"worker_id": w.worker_id, "slots": w.slots, "resources": w.resources,
                          "language": w.language, "version": w.version, "running": w.running_trials(),
-                         "offers": "addressed"})
+                         "offers": "addressed", "acks": "spans"})
 
     def send_heartbeat(self):
         w = self.w
@@ -160,14 +160,24 @@ class IoLoop:
             return
         body = msg.body
         if msg.type == "MA":
-            entry = self.unacked.pop((body.get("trial_id"), body.get("attempt"), body.get("sequence")), None)
-            if entry is None:
-                return  # a duplicate MA, or for a result already settled
-            pending = entry[0]
-            with w._lock:
-                pending.delivered = True
-                pending.handle._pending.discard(pending)
-                pending.done.set()
+            # A span acknowledges `span` consecutive sequences from `sequence` on
+            # (nil: that sequence alone; wire-format.md §5.2).
+            trial_id, attempt, first = body.get("trial_id"), body.get("attempt"), body.get("sequence")
+            span = body.get("span") or 1
+            if span == 1:
+                entries = [self.unacked.pop((trial_id, attempt, first), None)]
+            else:
+                keys = [k for k in self.unacked
+                        if k[0] == trial_id and k[1] == attempt and 0 <= k[2] - first < span]
+                entries = [self.unacked.pop(k) for k in keys]
+            for entry in entries:
+                if entry is None:
+                    continue  # a duplicate MA, or for a result already settled
+                pending = entry[0]
+                with w._lock:
+                    pending.delivered = True
+                    pending.handle._pending.discard(pending)
+                    pending.done.set()
         elif msg.type == "KI":
             key = (body.get("trial_id"), body.get("attempt"))
             reason = body.get("reason") or ""

@@ -352,6 +352,7 @@ class Engine {
     std::unordered_set<std::string> running;
     bool addressed = false;  // WH offers "addressed" (§5.2)
     uint32_t offered = 0;    // addressed offers it has not answered
+    bool ack_spans = false;  // WH acks "spans" (§5.2)
     bool in_ready = false;   // queued in ready_
   };
   // LW: the workers the host knows.

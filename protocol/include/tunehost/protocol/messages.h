@@ -142,6 +142,12 @@ struct WorkerHello {                                                            
   std::optional<std::string> offers = std::nullopt;
   bool addressed_offers() const { return offers && *offers == kAddressedOffers; }
   static constexpr const char* kAddressedOffers = "addressed";
+  // "spans": the worker understands an MA's `span`, so the host may
+  // acknowledge consecutive results of a trial in one MA (wire-format.md
+  // §5.2). Nil or any other value: one MA per result.
+  std::optional<std::string> acks = std::nullopt;
+  bool ack_spans() const { return acks && *acks == kAckSpans; }
+  static constexpr const char* kAckSpans = "spans";
 };
 struct Heartbeat {                                                                       // HB
   std::string worker_id;
@@ -180,7 +186,18 @@ struct NewTrialJob {                                                            
 };
 struct SendTrialJobParameter { NewTrialJob job; };                                       // SP (reserved)
 struct KillTrialJob { std::string trial_id; uint32_t attempt = 0; std::string reason; };  // KI
-struct MetricAck { std::string trial_id; uint32_t attempt = 0; uint64_t sequence = 0; };  // MA
+struct MetricAck {                                                                       // MA
+  std::string trial_id;
+  uint32_t attempt = 0;
+  uint64_t sequence = 0;
+  // How many consecutive sequences from `sequence` on this acknowledges;
+  // nil means 1. Sent only to workers whose WH says `acks: "spans"`
+  // (wire-format.md §5.2, acknowledgement spans).
+  std::optional<uint32_t> span = std::nullopt;
+  uint64_t acknowledged() const { return span ? *span : 1; }
+  // Whether this acknowledges `seq` (no overflow near the top of uint64).
+  bool Covers(uint64_t seq) const { return seq >= sequence && seq - sequence < acknowledged(); }
+};
 struct HelloRequest {};                                                                  // HR
 struct Initialized { std::string experiment_id; };                                       // ID
 struct NoMoreTrialJobs { uint32_t requested = 0; uint32_t generated = 0; };              // NO
