@@ -5,13 +5,14 @@
 namespace tunehost::host {
 
 WalCheckpointer::WalCheckpointer(sqlite3* writer, const std::filesystem::path& file)
-    : file_(file) {
+    : writer_(writer), file_(file) {
   // Replaces the automatic checkpoint (sqlite3_wal_autocheckpoint is this hook).
   sqlite3_wal_hook(writer, &WalCheckpointer::OnCommit, this);
   thread_ = std::thread([this] { Run(); });
 }
 
 WalCheckpointer::~WalCheckpointer() {
+  sqlite3_wal_hook(writer_, nullptr, nullptr);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;

@@ -41,6 +41,7 @@ class WalCheckpointer {
   static int OnCommit(void* self, sqlite3* db, const char* name, int pages);
   void Run();
 
+  sqlite3* writer_;
   std::filesystem::path file_;
   std::mutex mu_;
   std::condition_variable cv_;
