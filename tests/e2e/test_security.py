@@ -19,7 +19,6 @@ import stat
 import subprocess
 import tempfile
 import textwrap
-import time
 import unittest
 
 import zmq
@@ -227,7 +226,7 @@ class RunWithKeysTest(unittest.TestCase):
                 trialCommand: %s
                 trialCodeDirectory: %s
                 trialConcurrency: 2
-                maxTrialNumber: 8
+                maxTrialNumber: 24
                 experimentWorkingDirectory: %s
                 tuner: {name: random, classArgs: {seed: 2}}
                 tunehost: {heartbeatIntervalMs: 200, ackTimeoutMs: 1000}
@@ -245,6 +244,9 @@ class RunWithKeysTest(unittest.TestCase):
                               env=env)
 
     def test_local_and_attached_workers_tunectl_roles_private_files_and_resume(self):
+        # 24 trials of 0.3 s keep the local worker busy for 7 s at least: the
+        # attached worker (slow to start in a sanitizer build) joins before
+        # the experiment can end.
         # umask 0: the files must be private anyway.
         proc = subprocess.Popen(
             [harness.TUNEHOST, "run", self.config, "--id", "sec", "--keys", self.keys.host,
