@@ -38,6 +38,12 @@ constexpr int64_t kJobsMaxInbound = 1024;
 // peer's metadata) on sockets whose messages are smaller.
 constexpr int64_t kCurveHandshakeBytes = 1024;
 constexpr auto kHandshakeInterval = std::chrono::seconds(10);
+// Pending TCP connections per listening socket (the kernel caps it at
+// net.core.somaxconn). libzmq's default of 100 drops the SYNs of a fleet
+// that connects at once (a worker opens three connections), and a dropped
+// SYN is retried only after TCP's 1 s initial timeout: the last workers of
+// 256 then got their first trial a whole second late.
+constexpr int kListenBacklog = 4096;
 // After a stop, plugins get this long to finish what they were handed
 // (trial ends, the last checkpoint); then the host goes without them.
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
@@ -108,6 +114,7 @@ Status Server::Impl::Bind() {
   };
   for (auto& b : binds) {
     try {
+      b.socket->set(zmq::sockopt::backlog, kListenBacklog);
       b.socket->bind(*b.endpoint);
       *b.bound = b.socket->get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
@@ -344,6 +351,7 @@ void Server::Impl::Secure(zmq::socket_t& socket) {
 
 void Server::Impl::ConfigureEvents() {
   Secure(events_);
+  events_.set(zmq::sockopt::backlog, kListenBacklog);
   events_.set(zmq::sockopt::linger, 100);
   // A subscription is a topic ("worker.<id>.", "event.<code>"): short. The
   // limit applies to handshake commands too, and CURVE's INITIATE is

@@ -10,7 +10,9 @@
 //     `tunehost run` uses), against the host without it.
 //  5. fleets of 16 to 1000 one-slot workers: offers per trial and makespan
 //     against the ideal, with offers through the jobs socket's round robin
-//     and addressed to free workers (wire-format.md §5.2).
+//     and addressed to free workers (wire-format.md §5.2); "most" is the
+//     most trials one worker ran, "join" when the last worker to get an
+//     offer got its first (late joins stretch the makespan).
 // Each target of DESIGN.md / the hot-path work is printed with met/NOT MET.
 //
 // Usage: tunehost-bench [--plugins DIR] [--metrics N] [--trials N] [--fleets 16,64,256,1000]
@@ -331,6 +333,8 @@ struct SimWorker {
   std::optional<p::NewTrialJob> running;
   Clock::time_point ends{};
   uint64_t next_id = 0;
+  size_t ran = 0;  // trials started here
+  std::optional<Clock::time_point> first_offer;
 
   SimWorker(zmq::context_t& ctx, const th::Endpoints& ep, std::string worker_id)
       : id(std::move(worker_id)),
@@ -358,6 +362,8 @@ struct FleetResult {
   uint64_t offers = 0, rejects = 0, addressed = 0;
   uint64_t reoffers = 0;  // offers of a trial again (an unanswered offer, a lost worker)
   double makespan_s = 0, ideal_s = 0;
+  size_t most_per_worker = 0;     // trials on the busiest worker
+  double last_first_offer_s = 0;  // when the last worker to get an offer got its first
 };
 
 // `workers` one-slot workers (addressed offers or not) run `trials` trials of
@@ -393,6 +399,7 @@ FleetResult RunFleet(const std::string& plugins, size_t workers, size_t trials,
   }
   auto on_offer = [&](SimWorker& w, const p::NewTrialJob& job, Clock::time_point now) {
     ++r.offers;
+    if (!w.first_offer) w.first_offer = now;
     if (w.running) {
       ++r.rejects;
       w.Send(p::TrialRejected{w.id, job.trial_id, job.attempt, "no free slot", job.lease});
@@ -400,6 +407,7 @@ FleetResult RunFleet(const std::string& plugins, size_t workers, size_t trials,
     }
     w.Send(p::TrialStarted{w.id, job.trial_id, job.attempt, job.lease});
     w.running = job;
+    ++w.ran;
     w.ends = now + trial;
   };
   size_t ended = 0;
@@ -465,6 +473,12 @@ FleetResult RunFleet(const std::string& plugins, size_t workers, size_t trials,
   r.reoffers = host.server->Summary().reoffers;
   r.makespan_s = Seconds(last_end - start);
   r.ideal_s = Seconds(trial) * static_cast<double>((trials + workers - 1) / workers);
+  for (auto& w : fleet) {
+    r.most_per_worker = std::max(r.most_per_worker, w->ran);
+    if (w->first_offer) {
+      r.last_first_offer_s = std::max(r.last_first_offer_s, Seconds(*w->first_offer - start));
+    }
+  }
   return r;
 }
 
@@ -548,8 +562,9 @@ int main(int argc, char** argv) {
         "\ntarget 4: fleets of one-slot workers, %zu trials each, trials of max(100 ms, "
         "workers x 4 ms)\n",
         trials_per_worker);
-    std::printf("  %-8s %-10s %8s %8s %10s %10s %8s %10s %10s  %s\n", "workers", "offers",
-                "trials", "offers", "rejects", "addressed", "again", "makespan", "ideal",
+    std::printf("  %-8s %-10s %8s %8s %10s %10s %8s %6s %7s %10s %10s  %s\n", "workers",
+                "offers", "trials", "offers", "rejects", "addressed", "again", "most",
+                "join", "makespan", "ideal",
                 "offers/trial <= 1.05, "
                 "makespan <= 1.1x ideal");
     for (size_t n : fleets) {
@@ -558,13 +573,14 @@ int main(int argc, char** argv) {
         FleetResult f = RunFleet(plugins, n, n * trials_per_worker, length, addressed);
         const double per = static_cast<double>(f.offers) / static_cast<double>(f.trials);
         const double span = f.makespan_s / f.ideal_s;
-        std::printf("  %-8zu %-10s %8zu %8llu %10llu %10llu %8llu %9.2fs %9.2fs  %.2f, x%.2f: %s\n",
-                    n, addressed ? "addressed" : "jobs PUSH", f.trials,
-                    static_cast<unsigned long long>(f.offers),
-                    static_cast<unsigned long long>(f.rejects),
-                    static_cast<unsigned long long>(f.addressed),
-                    static_cast<unsigned long long>(f.reoffers), f.makespan_s, f.ideal_s, per,
-                    span, Verdict(per <= 1.05 && span <= 1.1));
+        std::printf(
+            "  %-8zu %-10s %8zu %8llu %10llu %10llu %8llu %6zu %6.2fs %9.2fs %9.2fs  %.2f, x%.2f: "
+            "%s\n",
+            n, addressed ? "addressed" : "jobs PUSH", f.trials,
+            static_cast<unsigned long long>(f.offers), static_cast<unsigned long long>(f.rejects),
+            static_cast<unsigned long long>(f.addressed),
+            static_cast<unsigned long long>(f.reoffers), f.most_per_worker, f.last_first_offer_s,
+            f.makespan_s, f.ideal_s, per, span, Verdict(per <= 1.05 && span <= 1.1));
       }
     }
   } catch (const std::exception& e) {
