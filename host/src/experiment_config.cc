@@ -20,12 +20,15 @@
 #include "tunehost/protocol/codec.h"
 #include "tunehost/protocol/limits.h"
 
+#include "nni_v1_config.h"
 #include "yaml_values.h"
 
-// Key policy. The reader takes NNI v2 experiment configs (camelCase keys).
-// A key NNI has but tunehost lacks is either
+// Key policy. The reader takes NNI v2 experiment configs (camelCase keys),
+// and v1 ones through NNI's own mapping (nni_v1_config.h). `advisor` names
+// the tuner (NNI's advisors are tuner plugins here). A key NNI has but
+// tunehost lacks is either
 //   refused  when running without it would change the experiment's meaning:
-//            advisor, sharedStorage, useAnnotation: true,
+//            sharedStorage, useAnnotation: true,
 //            experimentType other than hpo, tuner/assessor className and
 //            codeDirectory (Python classes), any platform but local, a list
 //            of training services;
@@ -155,13 +158,13 @@ Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string&
                              }
                              return ctx.Error(key_node, full, "unknown key");
                            });
-  if (!st.ok()) return st;
-  if (!has_name) return ctx.Error(n, key + ".name", "required");
+  if (!has_name) st = Combine(std::move(st), ctx.Error(n, key + ".name", "required"));
   if (out->memory_limit_mb && out->isolation != protocol::PluginIsolation::kProcess) {
-    return ctx.Error(n, key + ".memoryLimitMb",
-                     "applies to a plugin in a process of its own: add isolation: process");
+    st = Combine(std::move(st),
+                 ctx.Error(n, key + ".memoryLimitMb",
+                           "applies to a plugin in a process of its own: add isolation: process"));
   }
-  return Status::Ok();
+  return st;
 }
 
 // NNI's gpuIndices: an int, "0,1,3", or a list of ints.
@@ -242,9 +245,8 @@ Status ReadTrainingService(const Context& ctx, const YAML::Node& n, GpuOptions* 
         }
         return ctx.Error(key_node, full, "unknown key");
       });
-  if (!st.ok()) return st;
-  if (!has_platform) return ctx.Error(n, key + ".platform", "required");
-  return Status::Ok();
+  if (!has_platform) st = Combine(std::move(st), ctx.Error(n, key + ".platform", "required"));
+  return st;
 }
 
 Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOptions* out) {
@@ -371,17 +373,27 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
     return Status::BadField(Where(label, top) + ": experiment: the file must be a YAML map");
   }
 
+  // NNI's v1 format is read through the v2 keys it maps to.
+  const bool v1 = IsNniV1(root);
+  Status converted;
+  if (v1) {
+    YAML::Node v2;
+    converted = ConvertNniV1(ctx, root, &v2);
+    root.reset(v2);
+  }
+
   ExperimentConfig& c = *out;
   c.source_file = source;
   c.spec.id = NewExperimentId();
   c.trial_code_dir = base;
   c.working_dir = DefaultWorkingDir();
-  bool has_command = false, has_concurrency = false, has_tuner = false;
+  bool has_command = false, has_concurrency = false, has_tuner = false, has_assessor = false;
+  std::optional<YAML::Node> advisor;
   // Plain YAML::Node assignment writes through to the node assigned to, so
   // the nodes found are kept in optionals.
   std::optional<YAML::Node> search_space, search_space_file, code_dir;
 
-  st = ForEachEntry(
+  st = Combine(std::move(converted), ForEachEntry(
       ctx, root, "",
       [&](const std::string& k, const std::string& key, const YAML::Node& key_node,
           const YAML::Node& v) -> Status {
@@ -433,12 +445,15 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
           return ReadAlgorithm(ctx, v, key, &c.spec.tuner);
         }
         if (k == "assessor") {
+          has_assessor = true;
           c.spec.assessor.emplace();
           return ReadAlgorithm(ctx, v, key, &*c.spec.assessor);
         }
         if (k == "advisor") {
-          return ctx.Error(key_node, key,
-                           "advisors are not supported: use a tuner and an assessor");
+          // NNI's advisors (Hyperband, BOHB) both suggest and stop trials;
+          // here each is a tuner plugin of that name.
+          advisor.emplace(key_node);
+          return ReadAlgorithm(ctx, v, key, &c.spec.tuner);
         }
         if (k == "trainingService") return ReadTrainingService(ctx, v, &c.gpus);
         if (k == "experimentWorkingDirectory") {
@@ -482,31 +497,38 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
         }
         if (k == "tunehost") return ReadTunehostSection(ctx, v, &c.timing);
         return ctx.Error(key_node, key, "unknown key");
-      });
-  if (!st.ok()) return st;
+      }));
 
-  if (!has_command) return ctx.Error(YAML::Node(), "trialCommand", "required");
-  if (!has_concurrency) return ctx.Error(YAML::Node(), "trialConcurrency", "required");
-  if (!has_tuner) return ctx.Error(YAML::Node(), "tuner", "required");
+  // Every problem at once (with the ones above), not one per attempt.
+  auto problem = [&](const YAML::Node& at, const std::string& key, const std::string& what) {
+    st = Combine(std::move(st), ctx.Error(at, key, what));
+  };
+  if (advisor && (has_tuner || has_assessor)) {
+    problem(*advisor, "advisor", "an advisor is the experiment's tuner and assessor: give "
+                                 "either advisor, or tuner (and assessor), as NNI requires");
+  }
+  // The v1 reader named what its format lacks.
+  if (!v1 && !has_command) problem(YAML::Node(), "trialCommand", "required");
+  if (!v1 && !has_concurrency) problem(YAML::Node(), "trialConcurrency", "required");
+  if (!v1 && !has_tuner && !advisor) problem(YAML::Node(), "tuner", "required");
   if (search_space && search_space_file) {
-    return ctx.Error(*search_space_file, "searchSpaceFile",
-                     "give either searchSpace or searchSpaceFile, not both");
+    problem(*search_space_file, "searchSpaceFile",
+            "give either searchSpace or searchSpaceFile, not both");
+  } else if (search_space_file && search_space_file->IsScalar()) {
+    st = Combine(std::move(st),
+                 LoadSearchSpaceFile(ctx, *search_space_file,
+                                     ResolvePath(search_space_file->Scalar(), base),
+                                     &c.search_space));
+  } else if (!v1 && !search_space && !search_space_file) {
+    problem(YAML::Node(), "searchSpace", "required (or searchSpaceFile)");
   }
-  if (search_space_file) {
-    st = LoadSearchSpaceFile(ctx, *search_space_file,
-                             ResolvePath(search_space_file->Scalar(), base), &c.search_space);
-    if (!st.ok()) return st;
-  } else if (!search_space) {
-    return ctx.Error(YAML::Node(), "searchSpace", "required (or searchSpaceFile)");
-  }
-  if (code_dir) {
+  if (code_dir && code_dir->IsScalar()) {
     c.trial_code_dir = ResolvePath(code_dir->Scalar(), base);
     if (!fs::is_directory(c.trial_code_dir, ec)) {
-      return ctx.Error(*code_dir, "trialCodeDirectory",
-                       "not a directory: " + c.trial_code_dir.string());
+      problem(*code_dir, "trialCodeDirectory", "not a directory: " + c.trial_code_dir.string());
     }
   }
-  return Status::Ok();
+  return st;
 }
 
 }  // namespace tunehost::host

@@ -312,6 +312,13 @@ void RecordCreateFailure(std::vector<std::string>* errors, const PluginInfo& inf
 
 }  // namespace
 
+std::optional<PluginInfo> PluginRegistry::Find(std::string_view kind,
+                                               std::string_view name_or_id) const {
+  const Entry* e = FindEntry(entries_, kind, name_or_id);
+  if (e == nullptr) return std::nullopt;
+  return e->info;
+}
+
 Status PluginRegistry::CreateTuner(std::string_view name_or_id, std::string_view class_args,
                                    SendTrialFn send_trial, std::unique_ptr<Tuner>* out,
                                    const IsolationOptions* isolation) {

@@ -52,20 +52,34 @@ Status ToPacked(const Context& ctx, const YAML::Node& n, const std::string& key,
                 protocol::Packed* out);
 bool IsPackedMap(const protocol::Packed& p);
 
-// Iterates a map's entries, refusing non-string and duplicate keys.
+// Both problems of a config, one per line, so a user fixes a file in one go.
+inline Status Combine(Status first, const Status& next) {
+  if (next.ok()) return first;
+  if (first.ok()) return next;
+  return Status::BadField(first.message() + "\n" + next.message());
+}
+
+// Calls `fn` for each of a map's entries, refusing non-string and duplicate
+// keys; every entry is visited, and every problem is in the result.
 template <typename Fn>
 Status ForEachEntry(const Context& ctx, const YAML::Node& map, const std::string& prefix, Fn fn) {
   std::set<std::string> seen;
+  Status problems;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    if (!it->first.IsScalar()) return ctx.Error(it->first, prefix, "keys must be strings");
+    if (!it->first.IsScalar()) {
+      problems = Combine(std::move(problems), ctx.Error(it->first, prefix, "keys must be strings"));
+      continue;
+    }
     const std::string& k = it->first.Scalar();
     std::string full = prefix.empty() ? k : prefix + "." + k;
-    if (!seen.insert(k).second) return ctx.Error(it->first, full, "duplicate key");
+    if (!seen.insert(k).second) {
+      problems = Combine(std::move(problems), ctx.Error(it->first, full, "duplicate key"));
+      continue;
+    }
     if (it->second.IsNull()) continue;  // null = absent, as in NNI
-    Status st = fn(k, full, it->first, it->second);
-    if (!st.ok()) return st;
+    problems = Combine(std::move(problems), fn(k, full, it->first, it->second));
   }
-  return Status::Ok();
+  return problems;
 }
 
 // A scalar of one type, else an error naming `key` at the node's position.

@@ -134,6 +134,65 @@ class RunCommandTest(unittest.TestCase):
             """ % (json.dumps(space), sys.executable, tmp, tmp, concurrency, max_trials,
                    json.dumps(tuner), assessor))
 
+    def test_nni_v1_config_runs_as_written(self):
+        # NNI's older format, keys as its examples had them: converted with
+        # the mapping NNI's converter applies, and said so once.
+        tmp = tempfile.mkdtemp(prefix="tunehost-v1-")
+        self.quick_trial(tmp)
+        write(os.path.join(tmp, "search_space.json"),
+              json.dumps({"x": {"_type": "uniform", "_value": [0, 1]}}))
+        config = write(os.path.join(tmp, "config.yml"), """
+            authorName: default
+            experimentName: example_v1
+            trialConcurrency: 2
+            maxExecDuration: 1h
+            maxTrialNum: 5
+            #choice: local, remote, pai
+            trainingServicePlatform: local
+            searchSpacePath: search_space.json
+            useAnnotation: false
+            logDir: %s
+            tuner:
+              builtinTunerName: TPE
+              classArgs:
+                optimize_mode: maximize
+            trial:
+              command: %s trial.py
+              codeDir: .
+              gpuNum: 0
+            """ % (os.path.join(tmp, "wd"), sys.executable))
+        summary = os.path.join(tmp, "summary.json")
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                               "--summary-json", summary],
+                              cwd=tmp, capture_output=True, text=True, timeout=180)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("trainingServicePlatform: NNI's v1 config format", proc.stderr)
+        with open(summary, encoding="utf-8") as f:
+            result = json.load(f)
+        self.assertEqual(result["status"], "DONE")
+        self.assertEqual(len(result["trials"]), 5)
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in result["trials"]))
+        self.assertEqual(os.listdir(os.path.join(tmp, "wd")), [result["experiment_id"]])
+
+    def test_a_missing_algorithm_is_refused_before_anything_is_written(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-noplugin-")
+        config = write(os.path.join(tmp, "config.yml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: "true"
+            trialConcurrency: 1
+            experimentWorkingDirectory: %s
+            tuner: {name: SMAC}
+            assessor: {name: Nope}
+            """ % os.path.join(tmp, "wd"))
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"tuner\.name: no tuner plugin named 'SMAC' in .*"
+                                      r"\(available: [^)]*\btpe\b[^)]*\)")
+        self.assertRegex(proc.stderr, r"assessor\.name: no assessor plugin named 'Nope' in .*"
+                                      r"\(available: [^)]*\bmedianstop\b[^)]*\)")
+        self.assertFalse(os.path.exists(os.path.join(tmp, "wd")), "nothing is created")
+
     def test_exhausted_grid_finishes_the_experiment(self):
         # NNI's exhausted grid never reaches DONE; here the experiment ends
         # after exactly the grid's 6 configurations although 50 were allowed.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -182,7 +183,7 @@ tunehost:
 
 TEST_F(ExperimentConfigTest, DefaultsWhenOptionalKeysAreAbsent) {
   ASSERT_OK(Parse(kMinimal));
-  EXPECT_EQ(config_.trial_code_dir, dir_);
+  EXPECT_TRUE(fs::equivalent(config_.trial_code_dir, dir_)) << config_.trial_code_dir;
   EXPECT_EQ(config_.spec.max_trials, 0u);
   EXPECT_EQ(config_.spec.max_duration_s, 0.0);
   EXPECT_FALSE(config_.spec.assessor.has_value());
@@ -325,7 +326,7 @@ TEST_F(ExperimentConfigTest, UnsupportedNniFeaturesAreRefused) {
   ExpectError(std::string(kMinimal) + "useAnnotation: true\n", 5, 16, "useAnnotation",
               "not supported");
   ExpectError(std::string(kMinimal) + "advisor: {name: hyperband}\n", 5, 1, "advisor",
-              "not supported");
+              "either advisor, or tuner");
   ExpectError(
       "searchSpace: {}\ntrialCommand: x\ntrialConcurrency: 1\n"
       "tuner: {className: my.Tuner, codeDirectory: .}\n",
@@ -382,6 +383,136 @@ TEST_F(ExperimentConfigTest, InvalidYamlAndMissingFile) {
   EXPECT_EQ(st.code(), Status::Code::kNotFound);
   EXPECT_NE(st.message().find("nope.yaml"), std::string::npos);
   ExpectError("- a\n- b\n", 1, 1, "experiment", "map");
+}
+
+}  // namespace
+}  // namespace tunehost::host
+
+namespace tunehost::host {
+namespace {
+
+// NNI's advisors (Hyperband, BOHB) are tuner plugins here: `advisor:` names
+// the experiment's tuner, as NNI's config allows it instead of a tuner.
+TEST_F(ExperimentConfigTest, AnAdvisorIsTheTuner) {
+  ASSERT_OK(Parse(
+      "searchSpace: {x: {_type: uniform, _value: [0, 1]}}\n"
+      "trialCommand: python3 trial.py\ntrialConcurrency: 2\n"
+      "advisor: {name: Hyperband, classArgs: {R: 60, eta: 3}}\n"));
+  EXPECT_EQ(config_.spec.tuner.name, "Hyperband");
+  EXPECT_EQ(Describe(config_.spec.tuner.args), "{\"R\":60,\"eta\":3}");
+  EXPECT_FALSE(config_.spec.assessor.has_value());
+}
+
+TEST_F(ExperimentConfigTest, EveryProblemIsReportedAtOnce) {
+  Status st = Parse(
+      "searchSpace: {x: {_type: uniform, _value: [0, 1]}}\n"
+      "trialConcurency: 2\n"     // a typo
+      "maxTrialNumber: 0\n"      // out of range
+      "tuner: {nam: tpe}\n"      // a typo, and so no name
+      "trainingService: {platform: remote}\n");
+  ASSERT_FALSE(st.ok());
+  const std::string& m = st.message();
+  for (const char* part : {":2:1: trialConcurency: unknown key", ":3:17: maxTrialNumber: must be at least 1",
+                           ":4:9: tuner.nam: unknown key", ":4:8: tuner.name: required",
+                           ":5:29: trainingService.platform: unsupported platform",
+                           ":1:1: trialCommand: required", ":1:1: trialConcurrency: required"}) {
+    EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in:\n" << m;
+  }
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 6) << "one problem per line:\n" << m;
+}
+
+// NNI's v1 format as NNI's examples shipped it (mnist, before NNI 2.0).
+constexpr char kNniV1[] =
+    "authorName: default\n"
+    "experimentName: example_mnist\n"
+    "trialConcurrency: 1\n"
+    "maxExecDuration: 1h\n"
+    "maxTrialNum: 10\n"
+    "#choice: local, remote, pai\n"
+    "trainingServicePlatform: local\n"
+    "searchSpacePath: search_space.json\n"
+    "#choice: true, false\n"
+    "useAnnotation: false\n"
+    "tuner:\n"
+    "  #choice: TPE, Random, Anneal, Evolution, BatchTuner, MetisTuner, GPTuner\n"
+    "  builtinTunerName: TPE\n"
+    "  classArgs:\n"
+    "    #choice: maximize, minimize\n"
+    "    optimize_mode: maximize\n"
+    "assessor:\n"
+    "  builtinAssessorName: Medianstop\n"
+    "  classArgs:\n"
+    "    optimize_mode: maximize\n"
+    "trial:\n"
+    "  command: python3 mnist.py\n"
+    "  codeDir: .\n"
+    "  gpuNum: 0\n"
+    "localConfig:\n"
+    "  maxTrialNumPerGpu: 2\n";
+
+TEST_F(ExperimentConfigTest, NnisV1FormatIsConvertedAsNniDoes) {
+  Write("search_space.json", R"({"lr": {"_type": "loguniform", "_value": [0.0001, 0.1]}})");
+  ASSERT_OK(Parse(kNniV1));
+  EXPECT_EQ(config_.name, "example_mnist");
+  EXPECT_EQ(config_.spec.concurrency, 1u);
+  EXPECT_EQ(config_.spec.max_trials, 10u);
+  EXPECT_DOUBLE_EQ(config_.spec.max_duration_s, 3600);
+  EXPECT_EQ(config_.trial_command, "python3 mnist.py");
+  EXPECT_TRUE(fs::equivalent(config_.trial_code_dir, dir_)) << config_.trial_code_dir;
+  EXPECT_EQ(Describe(config_.search_space),
+            "{\"lr\":{\"_type\":\"loguniform\",\"_value\":[0.0001f,0.1f]}}");
+  EXPECT_EQ(config_.spec.tuner.name, "TPE");
+  EXPECT_EQ(Describe(config_.spec.tuner.args), "{\"optimize_mode\":\"maximize\"}");
+  ASSERT_TRUE(config_.spec.assessor.has_value());
+  EXPECT_EQ(config_.spec.assessor->name, "Medianstop");
+  EXPECT_EQ(config_.gpus.per_trial, 0u);
+  EXPECT_EQ(config_.gpus.max_trials_per_gpu, 2u);
+  // A notice that the file was converted, and authorName's drop, say where.
+  const std::string file = (dir_ / "experiment.yaml").string();
+  std::string all;
+  for (const std::string& w : config_.warnings) all += w + "\n";
+  EXPECT_NE(all.find(file + ":7:26: trainingServicePlatform: NNI's v1 config format"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find(file + ":1:1: authorName: dropped"), std::string::npos) << all;
+}
+
+TEST_F(ExperimentConfigTest, NnisV1FormatProblemsNameTheV1Keys) {
+  const std::string file = (dir_ / "experiment.yaml").string();
+  // Every problem at once, under the keys the file has.
+  Status st = Parse(
+      "authorName: me\n"
+      "trainingServicePlatform: remote\n"
+      "machineList: [{ip: 10.1.1.1}]\n"
+      "trial: {codeDir: ., image: x}\n"
+      "tuner: {codeDir: ., classFileName: my.py, className: My}\n"
+      "maxTrailNum: 3\n");
+  ASSERT_FALSE(st.ok());
+  for (const char* part :
+       {":2:26: trainingServicePlatform: unsupported platform 'remote'", ":1:1: trial.command: required",
+        ":5:9: tuner.codeDir: Python algorithm classes are not supported",
+        ":6:1: maxTrailNum: unknown key", ":1:1: trialConcurrency: required",
+        ":1:1: searchSpacePath: required"}) {
+    EXPECT_NE(st.message().find(file + part), std::string::npos)
+        << "missing '" << part << "' in:\n" << st.message();
+  }
+  EXPECT_EQ(st.message().find("machineList"), std::string::npos)
+      << "another platform's settings are covered by the platform's error:\n" << st.message();
+  EXPECT_EQ(st.message().find("trialCommand"), std::string::npos)
+      << "v2 names of keys the file does not have:\n" << st.message();
+  // No platform: v1 needs one, as NNI's converter does.
+  Status none = Parse(std::string(kNniV1).replace(std::string(kNniV1).find("trainingServicePlatform: local\n"),
+                                                  31, ""));
+  EXPECT_NE(none.message().find("trainingServicePlatform: required"), std::string::npos)
+      << none.message();
+  // multiPhase: true is refused, as NNI 2 refuses it; an advisor is the tuner.
+  Write("search_space.json", R"({"x": {"_type": "uniform", "_value": [0, 1]}})");
+  std::string advisor = std::string(kNniV1);
+  advisor.replace(advisor.find("tuner:"), advisor.find("trial:") - advisor.find("tuner:"),
+                  "advisor:\n  builtinAdvisorName: BOHB\n  classArgs: {max_budget: 27}\n");
+  ASSERT_OK(Parse(advisor));
+  EXPECT_EQ(config_.spec.tuner.name, "BOHB");
+  EXPECT_FALSE(config_.spec.assessor.has_value());
+  ExpectError(advisor + "multiPhase: true\n", 20, 13, "multiPhase", "not supported");
 }
 
 }  // namespace

@@ -64,6 +64,10 @@ void AddPluginDir(CLI::App* cmd, std::string* dir);
 fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option);
 std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
                                      const std::string& name_or_id);
+// The config's tuner and assessor are among the loaded plugins; else one line
+// per missing one, naming the ones there are.
+Status CheckPluginsExist(const PluginRegistry& registry, const fs::path& plugin_dir,
+                         const ExperimentConfig& config);
 
 // --- the experiment directory ---
 

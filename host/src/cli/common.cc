@@ -152,10 +152,26 @@ fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
 
 std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
                                      const std::string& name_or_id) {
-  for (const PluginInfo& p : registry.plugins()) {
-    if (p.kind == kind && (p.name == name_or_id || p.id == name_or_id)) return p;
-  }
-  return std::nullopt;
+  return registry.Find(kind, name_or_id);
+}
+
+Status CheckPluginsExist(const PluginRegistry& registry, const fs::path& plugin_dir,
+                         const ExperimentConfig& config) {
+  std::string problems;
+  auto check = [&](const char* kind, const char* key, const protocol::PluginSpec& spec) {
+    if (registry.Find(kind, spec.name)) return;
+    std::string available;
+    for (const PluginInfo& p : registry.plugins()) {
+      if (p.kind == kind) available += (available.empty() ? "" : ", ") + p.name;
+    }
+    if (!problems.empty()) problems += "\n";
+    problems += config.source_file.string() + ": " + key + ".name: no " + kind +
+                " plugin named '" + spec.name + "' in " + plugin_dir.string() + " (available: " +
+                (available.empty() ? std::string("none") : available) + ")";
+  };
+  check("tuner", "tuner", config.spec.tuner);
+  if (config.spec.assessor) check("assessor", "assessor", *config.spec.assessor);
+  return problems.empty() ? Status::Ok() : Status::NotFound(problems);
 }
 
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -88,6 +89,10 @@ class PluginRegistry {
   Status LoadFile(const std::filesystem::path& file);
 
   std::vector<PluginInfo> plugins() const;
+  // The plugin of `kind` ("tuner", "assessor") that Create* would take for
+  // `name_or_id`: exact id, exact name, then the name without regard to case
+  // or by its NNI alias (GridSearch, BatchTuner).
+  std::optional<PluginInfo> Find(std::string_view kind, std::string_view name_or_id) const;
   // "<file>: <reason>" for every refused file, in load order.
   const std::vector<std::string>& errors() const { return errors_; }
 
