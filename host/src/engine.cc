@@ -501,6 +501,18 @@ void Engine::EndTrial(Trial& t, p::TrialStatus status, std::string error, Clock:
   for (auto& m : middleware_) m->OnEnded(t);
   tuner_exhausted_ = false;  // a trial end is when NNI asks the tuner again
   sink_->TrialFinished(t);
+  // Cancelled and early-stopped trials say nothing about the trial command.
+  if (status == p::TrialStatus::kFailed) {
+    ++consecutive_failures_;
+  } else if (success) {
+    consecutive_failures_ = 0;
+  }
+  if (options_.max_consecutive_failures != 0 &&
+      consecutive_failures_ == options_.max_consecutive_failures) {
+    Fail(std::to_string(consecutive_failures_) + " trials in a row failed (the limit, "
+         "maxConsecutiveFailures); the last, " + t.id + ": " +
+         t.error.substr(0, t.error.find('\n')));
+  }
 }
 
 void Engine::OnParameters(const std::vector<int64_t>& ids,

@@ -278,6 +278,12 @@ Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOption
           out->plugin_call_timeout = std::chrono::milliseconds(value);
           return Status::Ok();
         }
+        if (k == "maxConsecutiveFailures") {
+          Status s = GetInt(ctx, v, full, 1, 1000000, &value);
+          if (!s.ok()) return s;
+          out->max_consecutive_failures = static_cast<uint32_t>(value);
+          return Status::Ok();
+        }
         if (k == "maxMessageBytes") {
           Status s = GetInt(ctx, v, full, 1024, std::numeric_limits<int64_t>::max(), &value);
           if (!s.ok()) return s;

@@ -193,6 +193,46 @@ class RunCommandTest(unittest.TestCase):
                                       r"\(available: [^)]*\bmedianstop\b[^)]*\)")
         self.assertFalse(os.path.exists(os.path.join(tmp, "wd")), "nothing is created")
 
+    def failing_experiment(self, extra=""):
+        tmp = tempfile.mkdtemp(prefix="tunehost-failing-")
+        write(os.path.join(tmp, "trial.py"), """
+            import sys
+            print("loading data", file=sys.stderr)
+            import a_module_that_is_not_there
+            """)
+        return self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 1
+            maxTrialNumber: 4
+            tuner: {name: random}
+            %s
+            """ % (sys.executable, tmp, tmp, extra))
+
+    def test_failing_trials_say_why_and_a_run_of_failures_exits_nonzero(self):
+        proc, summary = self.failing_experiment()
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("every trial failed (4)", proc.stderr)
+        self.assertEqual([t["status"] for t in summary["trials"]], ["FAILED"] * 4)
+        # Each failure's last stderr lines under its line, live...
+        self.assertEqual(proc.stdout.count(
+            "      | ModuleNotFoundError: No module named 'a_module_that_is_not_there'"), 4,
+            proc.stdout)
+        # ...and the last one's at the end, with where its logs are.
+        self.assertRegex(proc.stdout, r"4 trial\(s\) FAILED; the last, T00003: exit code 1\n"
+                                      r"  \| loading data\n(  \| .*\n)*  \| ModuleNotFoundError")
+        self.assertRegex(proc.stdout, r"its logs: .*/trials/T00003-\*")
+
+    def test_consecutive_failures_stop_the_experiment_when_asked(self):
+        proc, summary = self.failing_experiment("tunehost: {maxConsecutiveFailures: 2}")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "ERROR")
+        self.assertEqual(len(summary["trials"]), 2)
+        self.assertIn("2 trials in a row failed", summary["error"])
+        self.assertIn("T00001: exit code 1", summary["error"])
+
     def test_exhausted_grid_finishes_the_experiment(self):
         # NNI's exhausted grid never reaches DONE; here the experiment ends
         # after exactly the grid's 6 configurations although 50 were allowed.

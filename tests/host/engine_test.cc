@@ -1218,6 +1218,30 @@ TEST_F(EngineTest, AnOfferItsAddresseeLeftWithoutAnsweringGoesOutAgainAsTheSameA
   EXPECT_EQ(sink_.jobs[2].attempt, sink_.jobs[1].attempt + 1);
 }
 
+TEST_F(EngineTest, TheConsecutiveFailuresLimitCountsOnlyFailuresInARow) {
+  Make([](EngineOptions& o) {
+    o.concurrency = 1;
+    o.max_consecutive_failures = 2;
+  });
+  Hello("w", 1);
+  auto run = [&](p::TrialStatus status) {
+    AnswerRequest();
+    ASSERT_FALSE(sink_.jobs.empty());
+    const p::NewTrialJob job = sink_.jobs.back();
+    Start("w", job);
+    End("w", job, status);
+  };
+  run(p::TrialStatus::kFailed);
+  run(p::TrialStatus::kSucceeded);  // the count starts again
+  run(p::TrialStatus::kFailed);
+  run(p::TrialStatus::kUserCanceled);  // neither counts nor resets
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kRunning);
+  run(p::TrialStatus::kFailed);
+  EXPECT_EQ(engine_->status(), ExperimentStatus::kError);
+  EXPECT_NE(engine_->error().find("2 trials in a row failed"), std::string::npos)
+      << engine_->error();
+}
+
 TEST_F(EngineTest, AGoneSubscriptionHoldsOffersUntilItComesBack) {
   Make([](EngineOptions& o) { o.concurrency = 2; });
   HelloAddressed("a", 2);

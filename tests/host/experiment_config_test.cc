@@ -393,6 +393,15 @@ namespace {
 
 // NNI's advisors (Hyperband, BOHB) are tuner plugins here: `advisor:` names
 // the experiment's tuner, as NNI's config allows it instead of a tuner.
+TEST_F(ExperimentConfigTest, ConsecutiveFailuresLimitIsOffUnlessGiven) {
+  ASSERT_OK(Parse(kMinimal));
+  EXPECT_FALSE(config_.timing.max_consecutive_failures.has_value());
+  ASSERT_OK(Parse(std::string(kMinimal) + "tunehost: {maxConsecutiveFailures: 3}\n"));
+  EXPECT_EQ(config_.timing.max_consecutive_failures, 3u);
+  ExpectError(std::string(kMinimal) + "tunehost: {maxConsecutiveFailures: 0}\n", 5, 36,
+              "tunehost.maxConsecutiveFailures", "at least 1");
+}
+
 TEST_F(ExperimentConfigTest, AnAdvisorIsTheTuner) {
   ASSERT_OK(Parse(
       "searchSpace: {x: {_type: uniform, _value: [0, 1]}}\n"

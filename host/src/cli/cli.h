@@ -153,6 +153,11 @@ std::string AddressOf(const std::string& endpoint);
 
 std::string FormatDuration(double seconds);
 std::string FirstLine(const std::string& s);
+// The last `n` non-blank lines of the trial stderr a worker put in a failed
+// trial's error text (none when it sent none), each cut at 200 columns.
+std::vector<std::string> StderrTail(const std::string& error, size_t n);
+// How many trials failed, and the last one's error and stderr lines.
+void PrintFailures(const ExperimentSummary& summary, const fs::path& experiment_dir);
 std::string FormatMetric(const std::optional<double>& m);
 // The terminal trials with a metric, best first.
 std::vector<const TrialSummary*> BestTrials(const ExperimentSummary& s, bool maximize, size_t n);

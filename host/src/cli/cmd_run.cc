@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -99,6 +100,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   }
   options.exit_when_finished = true;
   options.deduplicate = config.timing.deduplicate.value_or(false);
+  options.max_consecutive_failures = config.timing.max_consecutive_failures.value_or(0);
   options.max_connections = ConnectionsPerSocket(RaiseFileLimit());
   if (config.timing.plugin_call_timeout) {
     options.plugin_call_timeout = *config.timing.plugin_call_timeout;
@@ -261,6 +263,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
                                    FormatMetric(t.final_metric), t.parameters_json);
     if (t.status == protocol::TrialStatus::kFailed && !t.error.empty()) {
       line += "  error: " + FirstLine(t.error);
+      for (const std::string& err : StderrTail(t.error, 3)) line += "\n      | " + err;
     }
     progress.Line(line, server->Progress());
   });
@@ -294,6 +297,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
       static_cast<unsigned long long>(summary.rejects),
       static_cast<unsigned long long>(summary.reoffers), workers.respawns());
   PrintBestTrials(summary, maximize, mode);
+  PrintFailures(summary, experiment_dir);
   std::printf("\nstore %s  (tunehost view %s / tunehost resume %s)\n",
               store->file().string().c_str(), summary.experiment_id.c_str(),
               summary.experiment_id.c_str());
@@ -305,6 +309,16 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   }
   if (!run_status.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", run_status.message().c_str());
+    return kExitFailed;
+  }
+  const bool all_failed =
+      !summary.trials.empty() &&
+      std::all_of(summary.trials.begin(), summary.trials.end(), [](const TrialSummary& t) {
+        return t.status == protocol::TrialStatus::kFailed;
+      });
+  if (all_failed) {
+    std::fprintf(stderr, "tunehost: every trial failed (%zu): see the errors above\n",
+                 summary.trials.size());
     return kExitFailed;
   }
   return summary.status == ExperimentStatus::kDone ? kExitOk : kExitFailed;

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/fmt/fmt.h>
@@ -37,6 +40,45 @@ std::string FormatDuration(double seconds) {
 }
 
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::vector<std::string> StderrTail(const std::string& error, size_t n) {
+  // tunehost-worker appends the trial's stderr after this line (worker.cc).
+  static constexpr std::string_view kMarker = "\nstderr (last 4 KiB):\n";
+  const size_t at = error.find(kMarker);
+  std::vector<std::string> lines;
+  if (at == std::string::npos) return lines;
+  size_t end = error.size();
+  while (end > at + kMarker.size() && lines.size() < n) {
+    size_t start = error.rfind('\n', end - 1);
+    start = start == std::string::npos || start < at + kMarker.size() - 1
+                ? at + kMarker.size()
+                : start + 1;
+    std::string line = error.substr(start, end - start);
+    end = start > 0 ? start - 1 : 0;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (line.size() > 200) line = line.substr(0, 197) + "...";
+    lines.insert(lines.begin(), std::move(line));
+  }
+  return lines;
+}
+
+void PrintFailures(const ExperimentSummary& summary, const fs::path& experiment_dir) {
+  const TrialSummary* last = nullptr;
+  size_t failed = 0;
+  for (const TrialSummary& t : summary.trials) {
+    if (t.status != protocol::TrialStatus::kFailed) continue;
+    ++failed;
+    last = &t;
+  }
+  if (last == nullptr) return;
+  std::printf("\n%zu trial(s) FAILED; the last, %s: %s\n", failed, last->trial_id.c_str(),
+              FirstLine(last->error).c_str());
+  for (const std::string& line : StderrTail(last->error, 10)) {
+    std::printf("  | %s\n", line.c_str());
+  }
+  std::printf("  its logs: %s\n",
+              (experiment_dir / "trials" / (last->trial_id + "-*")).string().c_str());
+}
 
 std::string FormatMetric(const std::optional<double>& m) {
   return m ? fmt::format("{:.4f}", *m) : std::string("-");

@@ -192,6 +192,8 @@ struct EngineOptions {
   // an attempt offered to another, wire-format.md §9); without, a TS with no
   // lease is taken from workers that do not echo it.
   bool require_lease = false;
+  // ERROR once this many trials in a row end FAILED (0: never, as NNI).
+  uint32_t max_consecutive_failures = 0;
 };
 
 class Engine {
@@ -430,6 +432,7 @@ class Engine {
   // generate calls that failed in a row; the experiment fails at the limit.
   static constexpr int kMaxGenerateFailures = 3;
   int generate_failures_ = 0;
+  uint32_t consecutive_failures_ = 0;  // trials ended FAILED since the last that did not
   uint64_t next_sequence_ = 0;
   std::chrono::milliseconds restored_elapsed_{0};
   std::vector<std::pair<int, TrialEventCallback>> callbacks_;

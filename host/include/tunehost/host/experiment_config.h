@@ -25,6 +25,9 @@ struct TimingOptions {
   // deduplicate: a configuration that already succeeded is not run again;
   // its trial ends at once with the stored result (DeduplicateMiddleware).
   std::optional<bool> deduplicate;
+  // maxConsecutiveFailures: the experiment stops (ERROR) when this many
+  // trials in a row fail; absent: never, as NNI.
+  std::optional<uint32_t> max_consecutive_failures;
   // pluginCallTimeoutMs: the longest one plugin call may run (the watchdog).
   std::optional<std::chrono::milliseconds> plugin_call_timeout;
 };

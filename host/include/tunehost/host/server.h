@@ -38,6 +38,8 @@ struct ServerOptions {
   // DeduplicateMiddleware: a configuration that already succeeded is answered
   // with its stored result instead of running again.
   bool deduplicate = false;
+  // ERROR once this many trials in a row fail (0: never).
+  uint32_t max_consecutive_failures = 0;
   // Live connections each bound socket admits (wire-format.md §1.1).
   size_t max_connections = 4096;
   // Longest one plugin call may run (the watchdog); an experiment's
