@@ -193,6 +193,81 @@ class RunCommandTest(unittest.TestCase):
                                       r"\(available: [^)]*\bmedianstop\b[^)]*\)")
         self.assertFalse(os.path.exists(os.path.join(tmp, "wd")), "nothing is created")
 
+    def nni_script_experiment(self, env=None):
+        """An NNI trial script with its own `import nni`, run as NNI's docs
+        write one; returns (proc, summary)."""
+        tmp = tempfile.mkdtemp(prefix="tunehost-nni-import-")
+        write(os.path.join(tmp, "trial.py"), """
+            import nni
+
+            params = nni.get_next_parameter()
+            for epoch in range(3):
+                nni.report_intermediate_result(params["x"] * (epoch + 1))
+            try:
+                from nni.compression import PRUNER  # one of a real NNI's other modules
+            except ImportError:
+                PRUNER = None
+            nni.report_final_result({"default": params["x"] * 10, "where": nni.__file__,
+                                     "pruner": PRUNER})
+            """)
+        config = write(os.path.join(tmp, "config.yml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: .
+            trialConcurrency: 2
+            maxTrialNumber: 4
+            experimentWorkingDirectory: wd
+            tuner: {name: TPE, classArgs: {optimize_mode: maximize}}
+            """ % sys.executable)
+        summary = os.path.join(tmp, "summary.json")
+        full_env = dict(os.environ)
+        # What a user has: not the test's PYTHONPATH to tools/python.
+        full_env.pop("PYTHONPATH", None)
+        full_env.update(env or {})
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                               "--summary-json", summary],
+                              cwd=tmp, capture_output=True, text=True, timeout=180, env=full_env)
+        with open(summary, encoding="utf-8") as f:
+            return proc, json.load(f)
+
+    def test_an_nni_trial_script_runs_with_its_own_import(self):
+        proc, summary = self.nni_script_experiment()
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(len(summary["trials"]), 4)
+        for t in summary["trials"]:
+            self.assertEqual(t["status"], "SUCCEEDED", t)
+            self.assertAlmostEqual(t["final_metric"], t["parameters"]["x"] * 10)
+            self.assertIn("nni_compat", t["final_result"]["where"])
+
+    def test_a_real_nni_is_not_shadowed(self):
+        # A user's own NNI (a stand-in package here): it is the `nni` the
+        # trial imports, with its other modules; inside a tunehost trial its
+        # trial API reports to tunehost. TUNEHOST_NNI=real leaves it alone.
+        site = tempfile.mkdtemp(prefix="tunehost-real-nni-")
+        os.mkdir(os.path.join(site, "nni"))
+        write(os.path.join(site, "nni", "__init__.py"), """
+            MARK = "the user's NNI"
+            def get_next_parameter():
+                return {"x": -1.0}
+            def report_intermediate_result(metric):
+                pass
+            def report_final_result(metric):
+                print("REAL NNI would report", metric)
+            """)
+        write(os.path.join(site, "nni", "compression.py"), "PRUNER = 1\n")
+        proc, summary = self.nni_script_experiment({"PYTHONPATH": site})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for t in summary["trials"]:
+            self.assertEqual(t["status"], "SUCCEEDED", t)
+            self.assertGreaterEqual(t["parameters"]["x"], 0)
+            self.assertAlmostEqual(t["final_metric"], t["parameters"]["x"] * 10)
+            self.assertEqual(t["final_result"]["where"], os.path.join(site, "nni", "__init__.py"))
+            self.assertEqual(t["final_result"]["pruner"], 1)
+        proc, summary = self.nni_script_experiment({"PYTHONPATH": site, "TUNEHOST_NNI": "real"})
+        # The user's NNI reports nowhere: trials succeed without a metric.
+        for t in summary["trials"]:
+            self.assertIsNone(t["final_metric"], t)
+
     def failing_experiment(self, extra=""):
         tmp = tempfile.mkdtemp(prefix="tunehost-failing-")
         write(os.path.join(tmp, "trial.py"), """

@@ -84,6 +84,19 @@ std::string DefaultWorkdir() {
   return std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/tunehost-worker";
 }
 
+// tunehost's Python package and NNI's name for its trial API, so an NNI
+// trial script's `import nni` works unchanged (tools/python/nni_compat).
+std::string DefaultPythonPath() {
+#ifdef TH_PYTHON_DIR
+  std::error_code ec;
+  const std::filesystem::path dir = TH_PYTHON_DIR;
+  if (std::filesystem::is_directory(dir / "nni_compat", ec)) {
+    return (dir / "nni_compat").string() + ":" + dir.string();
+  }
+#endif
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +135,10 @@ int main(int argc, char** argv) {
   app.add_option("--workdir", workdir,
                  "trial directories go below it (default $TMPDIR/tunehost-worker)");
   app.add_option("--cwd", cwd, "working directory of trial commands (default: current)");
+  std::string python_path = DefaultPythonPath();
+  app.add_option("--python-path", python_path,
+                 "directories put before trials' PYTHONPATH, ':'-separated; \"\" for none")
+      ->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval")
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
       ->capture_default_str();
@@ -184,6 +201,7 @@ int main(int argc, char** argv) {
   options.orphan_timeout = milliseconds(orphan_timeout_ms);
   options.host_pid = static_cast<pid_t>(host_pid);
   options.ack_log = ack_log;
+  options.python_path = python_path;
   if (!gpu_indices.empty()) {
     std::stringstream in(gpu_indices);
     std::string part;

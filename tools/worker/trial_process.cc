@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -98,6 +99,12 @@ std::vector<std::string> BuildEnvironment(const protocol::NewTrialJob& job, cons
   };
   if (options.cuda_visible_devices) {
     vars.emplace_back("CUDA_VISIBLE_DEVICES", *options.cuda_visible_devices);
+  }
+  if (!options.python_path.empty()) {
+    const char* own = std::getenv("PYTHONPATH");
+    vars.emplace_back("PYTHONPATH", options.python_path + (own != nullptr && *own != '\0'
+                                                                ? ":" + std::string(own)
+                                                                : std::string()));
   }
   nlohmann::json params = nlohmann::json::from_msgpack(job.parameters, /*strict=*/true,
                                                        /*allow_exceptions=*/false);

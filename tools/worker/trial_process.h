@@ -27,6 +27,8 @@ struct LaunchOptions {
   // The trial's GPUs as CUDA_VISIBLE_DEVICES ("0,2"); nullopt leaves the
   // worker's own setting.
   std::optional<std::string> cuda_visible_devices;
+  // Directories put before the worker's own PYTHONPATH (empty: unchanged).
+  std::string python_path;
 };
 
 class TrialProcess {

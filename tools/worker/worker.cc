@@ -262,7 +262,8 @@ void Worker::OnOffer(const protocol::NewTrialJob& job) {
   auto trial = std::make_unique<Trial>();
   trial->job = job;
   trial->gpus = gpus;
-  LaunchOptions launch{options_.command, options_.cwd, options_.workdir, std::nullopt};
+  LaunchOptions launch{options_.command, options_.cwd, options_.workdir, std::nullopt,
+                       options_.python_path};
   if (!options_.gpu_indices.empty()) {
     std::string devices;
     for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);

@@ -31,6 +31,9 @@ struct WorkerOptions {
   uint32_t gpus = 0;
   std::string workdir;  // absolute
   std::string cwd;      // absolute
+  // Put before trials' PYTHONPATH: tunehost's Python package and the `nni`
+  // package for NNI trial scripts (tools/python/nni_compat); empty: none.
+  std::string python_path;
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds ack_timeout{1000};
   std::chrono::milliseconds kill_grace{5000};
