@@ -11,12 +11,18 @@ struct Move {
   std::string_view v1, v2;
 };
 constexpr Move kTopLevel[] = {
-    {"experimentName", "experimentName"},   {"trialConcurrency", "trialConcurrency"},
-    {"maxExecDuration", "maxExperimentDuration"}, {"maxTrialNum", "maxTrialNumber"},
-    {"searchSpacePath", "searchSpaceFile"}, {"nniManagerIp", "nniManagerIp"},
-    {"logDir", "experimentWorkingDirectory"}, {"debug", "debug"},
-    {"logLevel", "logLevel"},               {"useAnnotation", "useAnnotation"},
-    {"sharedStorage", "sharedStorage"},     {"tunehost", "tunehost"},
+    {"experimentName", "experimentName"},
+    {"trialConcurrency", "trialConcurrency"},
+    {"maxExecDuration", "maxExperimentDuration"},
+    {"maxTrialNum", "maxTrialNumber"},
+    {"searchSpacePath", "searchSpaceFile"},
+    {"nniManagerIp", "nniManagerIp"},
+    {"logDir", "experimentWorkingDirectory"},
+    {"debug", "debug"},
+    {"logLevel", "logLevel"},
+    {"useAnnotation", "useAnnotation"},
+    {"sharedStorage", "sharedStorage"},
+    {"tunehost", "tunehost"},
 };
 constexpr Move kTrial[] = {
     {"command", "trialCommand"}, {"codeDir", "trialCodeDirectory"}, {"gpuNum", "trialGpuNumber"}};
@@ -24,18 +30,27 @@ constexpr Move kLocalConfig[] = {{"gpuIndices", "gpuIndices"},
                                  {"maxTrialNumPerGpu", "maxTrialNumberPerGpu"},
                                  {"useActiveGpu", "useActiveGpu"}};
 // Keys NNI's converter drops (_drop_field) or sets aside (_deprecate).
-constexpr std::string_view kDropped[] = {"authorName", "description", "multiThread",
-                                         "versionCheck", "logCollection"};
+constexpr std::string_view kDropped[] = {"authorName", "description", "multiThread", "versionCheck",
+                                         "logCollection"};
 // The settings of training services other than local: the platform's own
 // error covers them.
 constexpr std::string_view kOtherPlatforms[] = {
-    "remoteConfig",  "machineList",     "paiConfig",           "amlConfig",
-    "kubeflowConfig", "frameworkcontrollerConfig", "dlcConfig", "hybridConfig"};
+    "remoteConfig",        "machineList",    "paiConfig",
+    "amlConfig",           "kubeflowConfig", "frameworkcontrollerConfig",
+    "frameworkcontroller", "dlcConfig",      "hybridConfig"};
 // Keys that only the v1 format has.
-constexpr std::string_view kV1Only[] = {
-    "trainingServicePlatform", "authorName", "maxTrialNum", "maxExecDuration", "searchSpacePath",
-    "trial", "localConfig", "logDir", "multiPhase", "multiThread", "versionCheck",
-    "logCollection"};
+constexpr std::string_view kV1Only[] = {"trainingServicePlatform",
+                                        "authorName",
+                                        "maxTrialNum",
+                                        "maxExecDuration",
+                                        "searchSpacePath",
+                                        "trial",
+                                        "localConfig",
+                                        "logDir",
+                                        "multiPhase",
+                                        "multiThread",
+                                        "versionCheck",
+                                        "logCollection"};
 
 template <size_t N>
 const Move* FindMove(const Move (&table)[N], std::string_view key) {
@@ -61,36 +76,36 @@ Status ConvertAlgorithm(const Context& ctx, const std::string& kind, const YAML:
       "builtin" + std::string(1, static_cast<char>(kind[0] - 'a' + 'A')) + kind.substr(1) + "Name";
   if (!v1.IsMap()) return ctx.Error(v1, kind, "must be a map with " + builtin);
   bool has_name = false, custom = false;
-  Status st = ForEachEntry(
-      ctx, v1, kind,
-      [&](const std::string& k, const std::string& full, const YAML::Node& key_node,
-          const YAML::Node& v) -> Status {
-        if (k == builtin) {
-          has_name = true;
-          (*v2)["name"] = v;
-          return Status::Ok();
-        }
-        if (k == "classArgs" || k == "isolation" || k == "memoryLimitMb") {
-          (*v2)[k] = v;
-          return Status::Ok();
-        }
-        if (k == "codeDir" || k == "classFileName" || k == "className") {
-          if (custom) return Status::Ok();  // one error for the three keys
-          custom = true;
-          return ctx.Error(key_node, full,
-                           "Python algorithm classes are not supported: tunehost loads " + kind +
-                               "s from plugins by name (see `tunehost plugins`)");
-        }
-        if (k == "includeIntermediateResults") {
-          ctx.Warn(key_node, full, "ignored, as NNI's v2 does");
-          return Status::Ok();
-        }
-        if (k == "gpuIndices") {
-          (*top)["tunerGpuIndices"] = v;
-          return Status::Ok();
-        }
-        return ctx.Error(key_node, full, "unknown key");
-      });
+  Status st = ForEachEntry(ctx, v1, kind,
+                           [&](const std::string& k, const std::string& full,
+                               const YAML::Node& key_node, const YAML::Node& v) -> Status {
+                             if (k == builtin) {
+                               has_name = true;
+                               (*v2)["name"] = v;
+                               return Status::Ok();
+                             }
+                             if (k == "classArgs" || k == "isolation" || k == "memoryLimitMb") {
+                               (*v2)[k] = v;
+                               return Status::Ok();
+                             }
+                             if (k == "codeDir" || k == "classFileName" || k == "className") {
+                               if (custom) return Status::Ok();  // one error for the three keys
+                               custom = true;
+                               return ctx.Error(
+                                   key_node, full,
+                                   "Python algorithm classes are not supported: tunehost loads " +
+                                       kind + "s from plugins by name (see `tunehost plugins`)");
+                             }
+                             if (k == "includeIntermediateResults") {
+                               ctx.Warn(key_node, full, "ignored, as NNI's v2 does");
+                               return Status::Ok();
+                             }
+                             if (k == "gpuIndices") {
+                               (*top)["tunerGpuIndices"] = v;
+                               return Status::Ok();
+                             }
+                             return ctx.Error(key_node, full, "unknown key");
+                           });
   if (!has_name && !custom) {
     st = Combine(std::move(st), ctx.Error(v1, kind + "." + builtin, "required"));
   }
@@ -103,8 +118,8 @@ Status MoveSection(const Context& ctx, const std::string& section, const YAML::N
                    const Move (&table)[N], bool local, YAML::Node* out) {
   if (!v1.IsMap()) return ctx.Error(v1, section, "must be a map");
   return ForEachEntry(ctx, v1, section,
-                      [&](const std::string& k, const std::string& full,
-                          const YAML::Node& key_node, const YAML::Node& v) -> Status {
+                      [&](const std::string& k, const std::string& full, const YAML::Node& key_node,
+                          const YAML::Node& v) -> Status {
                         if (const Move* m = FindMove(table, k)) {
                           (*out)[std::string(m->v2)] = v;
                           return Status::Ok();
@@ -163,8 +178,9 @@ Status ConvertNniV1(const Context& ctx, const YAML::Node& v1, YAML::Node* v2) {
           if (v.IsScalar() && (v.Scalar() == "false" || v.Scalar() == "False")) {
             return Status::Ok();
           }
-          return ctx.Error(v, key, "multi-phase experiments are not supported (NNI 2 refuses "
-                                   "them too)");
+          return ctx.Error(v, key,
+                           "multi-phase experiments are not supported (NNI 2 refuses "
+                           "them too)");
         }
         if (k == "trial") {
           has_trial = true;
