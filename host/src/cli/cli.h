@@ -62,6 +62,8 @@ void AddPluginDir(CLI::App* cmd, std::string* dir);
 // Loads every plugin of `dir`, logging each plugin (the registry logs each
 // refused file itself). Returns the directory used.
 fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option);
+// --plugins, or the default directory.
+fs::path PluginDir(const std::string& dir_option);
 std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
                                      const std::string& name_or_id);
 // The config's tuner and assessor are among the loaded plugins; else one line

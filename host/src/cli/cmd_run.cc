@@ -28,8 +28,7 @@ namespace {
 // known. `keys`: a run's keys, read (and its bind checked) before anything
 // was written; a resume reads the ones it ran with.
 int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& experiment_dir,
-                  Store* store, bool resume, PluginRegistry& registry, const fs::path& plugin_dir,
-                  std::unique_ptr<KeyRing> keys = nullptr) {
+                  Store* store, bool resume, std::unique_ptr<KeyRing> keys = nullptr) {
   fs::path worker_binary;
   Status st = FindWorkerBinary(args.worker_bin, &worker_binary);
   if (!st.ok() && args.local_workers != 0) {
@@ -37,6 +36,12 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     return kExitUsage;
   }
 
+  PluginRegistry registry;
+  const fs::path plugin_dir = LoadPlugins(&registry, args.plugins);
+  if (st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
+    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+    return kExitUsage;
+  }
 
   // trialGpuNumber: each local worker runs one trial at a time on its own
   // GPUs, so the GPUs bound the local workers (NNI's local scheduling).
@@ -401,12 +406,17 @@ int CmdRun(const RunArgs& args) {
     }
     config.spec.id = args.id;
   }
-  // An algorithm that is not there is refused before anything is written.
-  PluginRegistry registry;
-  const fs::path plugin_dir = LoadPlugins(&registry, args.plugins);
-  if (st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
-    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
-    return kExitUsage;
+  // An algorithm that is not there is refused before anything is written
+  // (the plugins are loaded again where the experiment runs, after a
+  // --detach fork: no plugin crosses a fork).
+  {
+    PluginRegistry registry;
+    const fs::path plugin_dir = PluginDir(args.plugins);
+    registry.LoadDirectory(plugin_dir);
+    if (st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
+      std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+      return kExitUsage;
+    }
   }
   const fs::path experiment_dir = config.working_dir / config.spec.id;
   std::error_code ec;
@@ -445,7 +455,7 @@ int CmdRun(const RunArgs& args) {
   store->SetMeta("name", config.name);
   store->SetMeta("host_version", kVersion);
   return RunExperiment(args, std::move(config), experiment_dir, store.get(), /*resume=*/false,
-                       registry, plugin_dir, std::move(keys));
+                       std::move(keys));
 }
 
 int CmdResume(const RunArgs& args) {
@@ -473,14 +483,7 @@ int CmdResume(const RunArgs& args) {
       return kExitFailed;
     }
   }
-  PluginRegistry registry;
-  const fs::path plugin_dir = LoadPlugins(&registry, args.plugins);
-  if (Status st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
-    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
-    return kExitUsage;
-  }
-  return RunExperiment(args, std::move(config), dir, store.get(), /*resume=*/true, registry,
-                       plugin_dir);
+  return RunExperiment(args, std::move(config), dir, store.get(), /*resume=*/true);
 }
 
 }  // namespace tunehost::host::cli

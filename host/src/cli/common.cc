@@ -135,8 +135,12 @@ void AddPluginDir(CLI::App* cmd, std::string* dir) {
 
 // Loads every plugin of `dir`, logging each plugin (the registry logs each
 // refused file itself). Returns the directory used.
+fs::path PluginDir(const std::string& dir_option) {
+  return dir_option.empty() ? DefaultPluginDir() : fs::path(dir_option);
+}
+
 fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
-  fs::path dir = dir_option.empty() ? DefaultPluginDir() : fs::path(dir_option);
+  fs::path dir = PluginDir(dir_option);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     spdlog::error("plugin directory {} does not exist", dir.string());
