@@ -269,18 +269,6 @@ void Engine::OnRejected(const p::TrialRejected& m, Clock::time_point now) {
 }
 
 void Engine::OnBye(const p::WorkerBye& m, Clock::time_point now) {
-  // An offer addressed to it and still unanswered: the worker's TS or TJ
-  // would have come before its WB on the same pipe, so it runs nothing of
-  // it, and the offer goes out again as the same attempt (§5.3).
-  std::vector<std::string> unanswered;
-  for (const std::string& id : offered_) {
-    const Trial& t = trials_.at(id);
-    if (t.offered_to == m.worker_id && !t.awaiting_reattach) unanswered.push_back(id);
-  }
-  std::sort(unanswered.begin(), unanswered.end());
-  for (const std::string& id : unanswered) {
-    Requeue(trials_.at(id), /*new_attempt=*/false, "its worker left before answering the offer");
-  }
   DropWorker(m.worker_id, "said goodbye", now);
   Pump(now);
 }

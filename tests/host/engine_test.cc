@@ -1197,27 +1197,6 @@ TEST_F(EngineTest, ALostAddressedOfferIsOfferedAgainAfterTheAckTimeout) {
   EXPECT_EQ(sink_.addressed_to[1], "a") << "its slot was freed with the lost offer";
 }
 
-TEST_F(EngineTest, AnOfferItsAddresseeLeftWithoutAnsweringGoesOutAgainAsTheSameAttempt) {
-  Make([](EngineOptions& o) { o.concurrency = 1; });
-  HelloAddressed("leaving", 1);
-  AnswerRequest();
-  ASSERT_EQ(sink_.jobs.size(), 1u);
-  ASSERT_EQ(sink_.addressed_to[0], "leaving");
-  engine_->OnBye(p::WorkerBye{"leaving"}, now_);  // e.g. an orphan whose last trial ended
-  HelloAddressed("b", 1);
-  ASSERT_EQ(sink_.jobs.size(), 2u);
-  EXPECT_EQ(sink_.jobs[1].trial_id, sink_.jobs[0].trial_id);
-  EXPECT_EQ(sink_.jobs[1].attempt, sink_.jobs[0].attempt) << "it never ran: no new attempt";
-  EXPECT_EQ(sink_.addressed_to[1], "b");
-  EXPECT_EQ(engine_->stats().reoffers, 0u);
-  // A started trial whose worker leaves runs again as a new attempt.
-  Start("b", sink_.jobs[1]);
-  engine_->OnBye(p::WorkerBye{"b"}, now_);
-  HelloAddressed("c", 1);
-  ASSERT_EQ(sink_.jobs.size(), 3u);
-  EXPECT_EQ(sink_.jobs[2].attempt, sink_.jobs[1].attempt + 1);
-}
-
 TEST_F(EngineTest, TheConsecutiveFailuresLimitCountsOnlyFailuresInARow) {
   Make([](EngineOptions& o) {
     o.concurrency = 1;
