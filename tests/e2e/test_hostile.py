@@ -2,6 +2,7 @@
 and clumsy peers against a real `tunehost serve`, with the host's memory
 (VmHWM, its peak resident set) and its log measured, and the control socket
 asked throughout whether the host still answers."""
+import math
 import os
 import resource
 import socket
@@ -100,6 +101,7 @@ class HostileInputTest(unittest.TestCase):
         push.setsockopt(zmq.SNDHWM, 4)
         push.connect(host.endpoints["results"])
         frame = b"\x00" * (3 * MIB // 2)  # over the limit, under twice the limit
+        flood_started = time.monotonic()
         try:
             for _ in range(800):  # 1.2 GB
                 push.send(frame)
@@ -115,7 +117,10 @@ class HostileInputTest(unittest.TestCase):
         self.assertLess(peak - base, 300 * 1024, "peak %d KiB over a base of %d KiB"
                         % (peak, base))
         drops = [line for line in host.log().splitlines() if "dropped" in line]
-        self.assertLessEqual(len(drops), 3, drops[:5])
+        # The first drop, then one summary line per 10 s window the flood
+        # lasted (longer on a slow or loaded machine), and the connection's.
+        windows = math.ceil((time.monotonic() - flood_started) / 10)
+        self.assertLessEqual(len(drops), 2 + windows, drops[:5])
 
     def test_garbage_is_logged_once_per_window_not_per_frame(self):
         host = self.start_host()
