@@ -22,10 +22,16 @@ import sys
 
 
 def _real_nni():
-    """The spec of an installed NNI, or None."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    return importlib.machinery.PathFinder.find_spec("nni", others)
+    """The spec of an installed NNI, or None. This package is left out under
+    any spelling of its path (a symlink, a second entry): loading it again
+    as "the real one" would recurse."""
+    me = os.path.realpath(__file__)
+    here = os.path.dirname(os.path.dirname(me))
+    others = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("nni", others)
+    if spec is None or spec.origin is None or os.path.realpath(spec.origin) == me:
+        return None
+    return spec
 
 
 def _load():
