@@ -21,6 +21,10 @@ add_test(NAME tunehost_python_experiment
 add_test(NAME tunehost_python_nni_example
          COMMAND ${Python3_EXECUTABLE} -m unittest -v test_nni.NniStyleExampleTest
          WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
-set_tests_properties(tunehost_python_experiment tunehost_python_nni_example PROPERTIES
+add_test(NAME tunehost_python_nni_quickstart
+         COMMAND ${Python3_EXECUTABLE} -m unittest -v test_nni_quickstart
+         WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(tunehost_python_experiment tunehost_python_nni_example
+                     tunehost_python_nni_quickstart PROPERTIES
   ENVIRONMENT "${_th_py_host_env}"
   TIMEOUT 300)

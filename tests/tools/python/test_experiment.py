@@ -416,7 +416,11 @@ class ExperimentTest(unittest.TestCase):
         exp = self.new_experiment(self.config(concurrency=2, max_trials=3))
         self.assertTrue(exp.run())
         self.assertEqual(exp.get_status(), "DONE")
-        self.assertEqual(exp.process.returncode, 0)
+        self.assertEqual(exp.run_process.returncode, 0)
+        # A read-only view keeps the ended experiment queryable until stop().
+        self.assertEqual(len(exp.export_data()), 3)
+        exp.stop()
+        self.assertIsNotNone(exp.process.returncode)
         self.assertFalse(os.path.exists(exp.host_file))
         with open(exp.summary_path) as f:
             summary = json.load(f)

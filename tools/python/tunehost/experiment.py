@@ -2,50 +2,68 @@
 
 ::
 
-    from tunehost.experiment import Experiment
+    from tunehost.experiment import Experiment     # or NNI's `from nni.experiment import …`
 
-    exp = Experiment("examples/nni-style/config.yml")
-    exp.run()                      # start + wait; True when the experiment is DONE
+    experiment = Experiment('local')               # NNI's quickstart, as NNI writes it
+    experiment.config.trial_command = 'python3 model.py'
+    experiment.config.search_space = {...}
+    experiment.config.tuner.name = 'TPE'
+    experiment.config.tuner.class_args['optimize_mode'] = 'maximize'
+    experiment.config.max_trial_number = 10
+    experiment.run(8080)           # start + wait; True when it ended DONE or STOPPED
+    experiment.export_data()       # still answers after it ended, until stop()
+    experiment.stop()              # (also done at exit, as NNI does)
 
-    exp = Experiment({"searchSpace": {...}, "trialCommand": "python3 trial.py",
-                      "trialConcurrency": 2, "maxTrialNumber": 20,
-                      "tuner": {"name": "tpe", "classArgs": {"optimize_mode": "maximize"}}})
+    exp = Experiment("examples/nni-style/config.yml")   # a YAML file, or a dict of its keys
     exp.start()                    # `tunehost run` in the background
     exp.list_trial_jobs("RUNNING")
     exp.update_trial_concurrency(4)
-    exp.stop()
 
-    Experiment.connect("k3x9p2aa").get_status()     # a running experiment, by id or endpoint
-    Experiment.resume("k3x9p2aa")                   # `tunehost resume ID`
-    Experiment.view("k3x9p2aa", non_blocking=True)  # `tunehost view ID` (read-only)
+    Experiment.connect(8080)                        # by port, id or endpoint
+    Experiment(None, id="k3x9p2aa").resume()        # `tunehost resume ID`
+    Experiment(None, id="k3x9p2aa").view(non_blocking=True)  # `tunehost view ID`, read-only
 
 The experiment runs in a ``tunehost run FILE --id ID`` process (the C++ host
 with local workers); this object talks to it over the control socket
 (:mod:`tunehost.control`), found through ``<workdir>/<id>/host.json``
 (with the host's public key when it authenticates: then give this client's
 key, ``key_file=`` or ``$TUNEHOST_KEY``, see :mod:`tunehost.keys`). Results
-come back as the dataclasses below, with NNI's field names
-(``nni/experiment/data.py``) plus tunehost's extra fields.
+come back as the dataclasses of :mod:`tunehost.experiment_data`, with NNI's
+field names (``nni/experiment/data.py``) plus tunehost's extra fields.
+
+A port means what NNI's does, where the experiment answers: the host binds
+its control, jobs, results and events sockets on 127.0.0.1 ports
+``port`` … ``port+3``; ``Experiment.connect(port)`` finds it there. Once
+``tunehost run`` has ended (it exits when the experiment is finished), the
+next query, and :meth:`Experiment.run` itself, start ``tunehost view ID``
+on the same ports, so the experiment stays queryable until :meth:`stop`,
+as NNI's manager does after its experiment is done.
 """
 
+import atexit
 import dataclasses
+import functools
 import json
 import os
 import random
 import re
 import shutil
 import signal
+import sqlite3
 import string
 import subprocess
 import tempfile
 import time
-from typing import Any, List, Optional
+import urllib.parse
 
 from tunehost.control import DEFAULT_TIMEOUT_MS, ControlClient, ControlError, ControlTimeout
+from tunehost.experiment_data import TrialHyperParameters, TrialJob, TrialMetricData, TrialResult
 from tunehost.keys import KeyFileError, server_key_from_host_info, untrusted_path
+from tunehost.nni_config import NNI_PLATFORMS, ExperimentConfig
 
-__all__ = ["Experiment", "TrialJob", "TrialHyperParameters", "TrialMetricData", "TrialResult",
-           "ControlError", "ControlTimeout", "KeyFileError", "parse_duration", "DEFAULT_WORKDIR"]
+__all__ = ["Experiment", "ExperimentConfig", "RunMode", "TrialJob", "TrialHyperParameters",
+           "TrialMetricData", "TrialResult", "ControlError", "ControlTimeout", "KeyFileError",
+           "parse_duration", "DEFAULT_WORKDIR"]
 
 DEFAULT_WORKDIR = os.path.join("~", "tunehost-experiments")
 TRIAL_STATUSES = ("WAITING", "RUNNING", "SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED",
@@ -54,63 +72,14 @@ TRIAL_STATUSES = ("WAITING", "RUNNING", "SUCCEEDED", "FAILED", "USER_CANCELED", 
 FINISHED_STATUSES = ("DONE", "STOPPED", "ERROR")
 
 
-# ------------------------------------------------------------------ records
-
-
-@dataclasses.dataclass
-class TrialHyperParameters:
-    """NNI's TrialHyperParameters: the parameter record the trial ran with."""
-    parameter_id: Any
-    parameter_source: str
-    parameters: dict
-    parameter_index: int = 0
-
-
-@dataclasses.dataclass
-class TrialMetricData:
-    """NNI's TrialMetricData. ``data`` is the metric value itself (NNI decodes
-    its double-encoded JSON to the same thing). ``timestamp`` (ms) is ``None``:
-    tunehost does not record when a metric arrived."""
-    timestamp: Optional[int]
-    trialJobId: str
-    parameterId: Any
-    type: str
-    sequence: Optional[int]
-    data: Any
-
-
-@dataclasses.dataclass
-class TrialResult:
-    """NNI's TrialResult (``export_data``): a SUCCEEDED trial's final result."""
-    parameter: dict
-    value: Any
-    trialJobId: str
-
-
-@dataclasses.dataclass
-class TrialJob:
-    """NNI's TrialJob plus tunehost's fields. Times are NNI's milliseconds since
-    the epoch (``None`` while unknown); ``finalMetricData`` holds the final
-    result (``sequence`` and ``timestamp`` unknown: ``None``); ``logPath`` and
-    ``stderrPath`` are the trial directory and its stderr.log when the trials
-    ran on this machine's local workers (else empty)."""
-    trialJobId: str
-    status: str
-    hyperParameters: List[TrialHyperParameters]
-    logPath: str
-    startTime: Optional[int]
-    endTime: Optional[int]
-    finalMetricData: List[TrialMetricData]
-    stderrPath: str
-    sequenceId: int
-    # tunehost's TrialInfo fields (control API):
-    parameters: dict = dataclasses.field(default_factory=dict)
-    final: Any = None
-    source: str = ""
-    attempt: int = 0
-    worker_id: str = ""
-    intermediate_count: int = 0
-    error: str = ""
+class RunMode:
+    """NNI's RunMode values for :meth:`Experiment.start`: ``"background"`` and
+    ``"foreground"`` stop the experiment when this Python process exits (the
+    host's output goes to :attr:`Experiment.log_path` either way);
+    ``"detach"`` leaves it running."""
+    Background = "background"
+    Foreground = "foreground"
+    Detach = "detach"
 
 
 def parse_duration(value):
@@ -216,15 +185,34 @@ def _ms(seconds):
 # ------------------------------------------------------------------ Experiment
 
 
+class _ClassOrInstance:
+    """A method that is one function when called on the class and another
+    when called on an instance."""
+
+    def __init__(self, on_class, on_instance):
+        self.on_class = on_class
+        self.on_instance = on_instance
+        self.__doc__ = f"{on_class.__doc__}\n\n{on_instance.__doc__}"
+
+    def __get__(self, obj, cls):
+        if obj is None:
+            return functools.partial(self.on_class, cls)
+        return functools.partial(self.on_instance, obj)
+
+
 class Experiment:
     """One tunehost experiment, started here or connected to.
 
-    ``config``: path of an NNI-style YAML experiment file, or a dict of the
-    same keys (camelCase, or NNI's snake_case Python names), which is written
-    as JSON to a temporary ``.yml`` file (relative paths in it are resolved
-    against ``base_dir``, default the current directory).
+    ``config``: NNI's platform name ``'local'`` (the config is then built
+    attribute by attribute: ``experiment.config.trial_command = …``, see
+    :mod:`tunehost.nni_config`), an :class:`ExperimentConfig`, the path of an
+    NNI-style YAML experiment file, or a dict of the same keys (camelCase, or
+    NNI's snake_case Python names), which is written as JSON to a temporary
+    ``.yml`` file (relative paths in it are resolved against ``base_dir``,
+    default the current directory when the experiment starts). ``None``: an
+    experiment to connect to, resume or view by ``id``.
 
-    Keywords: ``id`` (default: a new 8-character id), ``tunehost`` (binary;
+    ``id`` (default: a new 8-character id). Keywords: ``tunehost`` (binary;
     default ``$TUNEHOST_BIN`` or ``tunehost`` on PATH), ``plugins`` (plugin
     directory, ``--plugins``), ``worker_bin`` (``--worker-bin``), ``workdir``
     (where ``<id>/host.json`` is looked for; default the config's
@@ -236,7 +224,7 @@ class Experiment:
     public key there, so ``key_file`` is enough).
     """
 
-    def __init__(self, config=None, *, id=None, tunehost=None, plugins=None, worker_bin=None,
+    def __init__(self, config=None, id=None, *, tunehost=None, plugins=None, worker_bin=None,
                  workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, base_dir=None, key_file=None,
                  server_key_file=None):
         self.id = id or _new_id()
@@ -248,7 +236,9 @@ class Experiment:
         self.plugins = plugins
         self.worker_bin = worker_bin
         self.timeout_ms = timeout_ms
-        self.process = None
+        self.port = None
+        self.process = None  # the host this object started (run, resume or view)
+        self.run_process = None  # the ended `tunehost run`/`resume` once a view took over
         self.endpoints = None
         self.log_path = None
         self.summary_path = None
@@ -256,7 +246,17 @@ class Experiment:
         self._tmpdir = None
         self._trial_root = None  # where local workers put trial directories
         self._summary = None
-        if isinstance(config, dict):
+        self._workdir_given = workdir
+        self._base_dir = base_dir
+        self._ended = None  # the final status once the host that ran it exited
+        self._lingers = False  # a `tunehost view` takes over when the host exits
+        if isinstance(config, list) or (isinstance(config, str) and config in NNI_PLATFORMS
+                                        and not os.path.exists(config)):
+            config = ExperimentConfig(config)
+        if isinstance(config, ExperimentConfig):
+            self.config = config  # read when the experiment starts
+            self.workdir = _expand(workdir or DEFAULT_WORKDIR, os.getcwd())
+        elif isinstance(config, dict):
             self.config = _normalize_config(config, base_dir or os.getcwd())
             wd = self.config.get("experimentWorkingDirectory")
             self.workdir = _expand(workdir or wd or DEFAULT_WORKDIR, os.getcwd())
@@ -283,15 +283,17 @@ class Experiment:
         """``<workdir>/<id>/host.json``, written by the host while it runs."""
         return os.path.join(self.workdir, self.id, "host.json")
 
-    def start(self, port=None, debug=False, timeout=60.0):
+    def start(self, port=None, debug=False, run_mode=RunMode.Background, timeout=60.0):
         """Starts ``tunehost run FILE --id ID`` in the background and returns
         once the host is serving (its host.json names this process).
 
         ``port``: bind the control, jobs, results and events sockets on
         127.0.0.1 ports ``port`` … ``port+3`` (``--port-base``; default: free
-        ports). ``debug``: host log level debug. The host's output goes to
-        :attr:`log_path`. Raises RuntimeError when the host exits or does not
-        come up within ``timeout`` seconds."""
+        ports). ``debug``: host log level debug. ``run_mode``: unless
+        ``"detach"``, the experiment is stopped when this Python process
+        exits, as NNI does. The host's output goes to :attr:`log_path`.
+        Raises RuntimeError when the host exits or does not come up within
+        ``timeout`` seconds."""
         if self.process is not None:
             raise RuntimeError(f"experiment {self.id} was already started")
         if self.config is None and self.config_file is None:
@@ -299,23 +301,55 @@ class Experiment:
                                "resume or view")
         self._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{self.id}-")
         if self.config is not None:
+            config = self.config
+            if isinstance(config, ExperimentConfig):
+                # NNI resolves relative paths when the experiment starts.
+                config = _normalize_config(config.to_dict(), self._base_dir or os.getcwd())
+                wd = self._workdir_given or config.get("experimentWorkingDirectory")
+                self.workdir = _expand(wd or DEFAULT_WORKDIR, os.getcwd())
             self.config_file = os.path.join(self._tmpdir, "config.yml")
             with open(self.config_file, "w", encoding="utf-8") as f:
-                json.dump(self.config, f, indent=1)  # YAML is a superset of JSON
+                json.dump(config, f, indent=1)  # YAML is a superset of JSON
         self.summary_path = os.path.join(self._tmpdir, "summary.json")
         args = ["run", self.config_file, "--id", self.id, "--summary-json", self.summary_path]
-        if port is not None:
-            args += ["--port-base", str(int(port))]
-        self._spawn(args, debug, timeout)
+        self._start_host(args, port, debug, run_mode, timeout)
 
     def run(self, port=None, wait_completion=True, debug=False):
         """Starts the experiment and, with ``wait_completion``, waits until it
-        has finished. Returns True when it ended DONE, False for STOPPED or
-        ERROR (``None`` without ``wait_completion``). Ctrl-C stops it."""
+        has finished: returns True when it ended DONE or STOPPED, False for
+        ERROR (NNI's return values; ``None`` without ``wait_completion``).
+        The experiment stays queryable until :meth:`stop` (or the end of this
+        Python process). Ctrl-C stops it."""
         self.start(port, debug)
+        return self._finish(wait_completion)
+
+    def _finish(self, wait_completion):
         if not wait_completion:
             return None
-        return self.wait() == "DONE"
+        status = self.wait()
+        self._linger()
+        return status in ("DONE", "STOPPED")
+
+    def _start_host(self, args, port, debug, run_mode, timeout=60.0):
+        if port is not None:
+            args = args + ["--port-base", str(int(port))]
+        self._spawn(args, debug, timeout)
+        self.port = port
+        if run_mode != RunMode.Detach:
+            atexit.register(self.stop)
+
+    def _linger(self):
+        """Once the host that ran the experiment has exited, `tunehost view
+        ID` on the same ports, so the experiment keeps answering."""
+        if not self._exited() or self._ended is not None:
+            return
+        self._ended = self._final_status()
+        self.close()
+        self.run_process = self.process
+        args = ["view", self.id, "--workdir", self.workdir]
+        if self.port is not None:
+            args += ["--port-base", str(int(self.port))]
+        self._spawn(args, False, 60.0, pass_plugins=False, log_name="view.log")
 
     def wait(self, timeout=None, poll_interval=1.0):
         """Waits until the experiment has finished; returns its final status.
@@ -326,6 +360,8 @@ class Experiment:
         when the host stopped answering before that was seen (``tunehost
         run`` exits as soon as it is DONE). Raises TimeoutError after
         ``timeout`` seconds. Ctrl-C stops the experiment, then re-raises."""
+        if self._ended is not None:
+            return self._ended
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             if self.process is not None:
@@ -351,6 +387,7 @@ class Experiment:
     def stop(self, timeout=30.0):
         """Stops the experiment (``TE``); for a host started here, waits up to
         ``timeout`` s for it to exit, then kills it (NNI waits 30 s too)."""
+        atexit.unregister(self.stop)
         if self._control is not None and not self._exited():
             try:
                 self._control.terminate()
@@ -377,7 +414,8 @@ class Experiment:
     @classmethod
     def connect(cls, experiment, workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, *, key_file=None,
                 server_key_file=None):
-        """An Experiment attached to a running host: ``experiment`` is an
+        """An Experiment attached to a running host: ``experiment`` is a port
+        (NNI's ``connect(port)``: the control socket on 127.0.0.1 there), an
         experiment id (found through ``<workdir>/<id>/host.json``) or a control
         endpoint (``tcp://…``). Raises ControlTimeout when the host does not
         answer, KeyFileError for keys that cannot be used (or none when the
@@ -387,6 +425,8 @@ class Experiment:
         host's public key comes from host.json unless ``server_key_file`` (or
         ``$TUNEHOST_SERVER_KEY``) gives one."""
         options = dict(timeout_ms=timeout_ms, key_file=key_file, server_key_file=server_key_file)
+        if isinstance(experiment, int) and not isinstance(experiment, bool):
+            experiment = f"tcp://127.0.0.1:{experiment}"
         if re.match(r"^[a-z]+://", experiment):
             exp = cls(workdir=workdir, **options)
             exp._attach(experiment)
@@ -407,56 +447,67 @@ class Experiment:
         exp.endpoints = exp.endpoints or profile.get("endpoints")
         return exp
 
-    @classmethod
-    def resume(cls, experiment_id, port=None, wait_completion=True, debug=False, *, workdir=None,
-               tunehost=None, plugins=None, worker_bin=None, timeout_ms=DEFAULT_TIMEOUT_MS,
-               key_file=None, server_key_file=None):
-        """Resumes a stopped experiment: ``tunehost resume ID`` in the
-        background. With ``wait_completion`` (NNI's default) waits until it
-        has finished. Returns the Experiment."""
-        exp = cls(id=experiment_id, tunehost=tunehost, plugins=plugins, worker_bin=worker_bin,
+    def _resume_by_id(cls, experiment_id, port=None, wait_completion=True, debug=False, *,
+                      workdir=None, tunehost=None, plugins=None, worker_bin=None,
+                      timeout_ms=DEFAULT_TIMEOUT_MS, key_file=None, server_key_file=None):
+        """``Experiment.resume(ID, …)``: resumes a stopped experiment (``tunehost
+        resume ID`` in the background); with ``wait_completion`` (NNI's
+        default) waits until it has finished. Returns the Experiment."""
+        exp = cls(None, experiment_id, tunehost=tunehost, plugins=plugins, worker_bin=worker_bin,
                   workdir=workdir, timeout_ms=timeout_ms, key_file=key_file,
                   server_key_file=server_key_file)
-        exp._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{experiment_id}-")
-        exp.summary_path = os.path.join(exp._tmpdir, "summary.json")
-        args = ["resume", experiment_id, "--summary-json", exp.summary_path]
-        if workdir is not None:
-            args += ["--workdir", exp.workdir]
-        if port is not None:
-            args += ["--port-base", str(int(port))]
-        exp._spawn(args, debug, 60.0)
-        if wait_completion:
-            exp.wait()
+        exp._resume(port, wait_completion, debug)
         return exp
 
-    @classmethod
-    def view(cls, experiment_id, port=None, non_blocking=False, *, workdir=None, tunehost=None,
-             timeout_ms=DEFAULT_TIMEOUT_MS, key_file=None, server_key_file=None):
-        """Opens a stopped experiment read-only: ``tunehost view ID`` in the
-        background (status VIEWED). Unless ``non_blocking``, blocks until the
-        view is stopped (Ctrl-C), as NNI does. Returns the Experiment."""
-        exp = cls(id=experiment_id, tunehost=tunehost, workdir=workdir, timeout_ms=timeout_ms,
+    def _resume(self, port=None, wait_completion=True, debug=False):
+        """``Experiment(None, id=ID).resume(port, wait_completion, debug)``
+        (NNI 3): resumes this stopped experiment and returns what :meth:`run`
+        returns."""
+        self._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{self.id}-")
+        self.summary_path = os.path.join(self._tmpdir, "summary.json")
+        args = ["resume", self.id, "--summary-json", self.summary_path, "--workdir", self.workdir]
+        self._start_host(args, port, debug, RunMode.Background)
+        return self._finish(wait_completion)
+
+    def _view_by_id(cls, experiment_id, port=None, non_blocking=False, *, workdir=None,
+                    tunehost=None, timeout_ms=DEFAULT_TIMEOUT_MS, key_file=None,
+                    server_key_file=None):
+        """``Experiment.view(ID, …)``: opens a stopped experiment read-only
+        (``tunehost view ID`` in the background, status VIEWED). Unless
+        ``non_blocking``, blocks until the view is stopped (Ctrl-C), as NNI
+        does. Returns the Experiment."""
+        exp = cls(None, experiment_id, tunehost=tunehost, workdir=workdir, timeout_ms=timeout_ms,
                   key_file=key_file, server_key_file=server_key_file)
-        exp._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{experiment_id}-")
-        args = ["view", experiment_id]
-        if workdir is not None:
-            args += ["--workdir", exp.workdir]
+        return exp._view(port, non_blocking)
+
+    def _view(self, port=None, non_blocking=False):
+        """``Experiment(None, id=ID).view(port, non_blocking)`` (NNI 3)."""
+        args = ["view", self.id, "--workdir", self.workdir]
         if port is not None:
             args += ["--port-base", str(int(port))]
-        exp._spawn(args, False, 60.0, pass_plugins=False)
+        self._spawn(args, False, 60.0, pass_plugins=False)
+        self.port = port
         if not non_blocking:
             try:
-                exp.process.wait()
+                self.process.wait()
             except KeyboardInterrupt:
-                exp.stop()
-        return exp
+                self.stop()
+        return self
+
+    # Both spellings work: on the class with an id (tunehost's, NNI 2's) and
+    # on an Experiment made with one (NNI 3's `Experiment(None, id=ID)`).
+    resume = _ClassOrInstance(_resume_by_id, _resume)
+    view = _ClassOrInstance(_view_by_id, _view)
 
     # -------------------------------------------------------------- queries
 
     def get_status(self):
         """The experiment status: INITIALIZED RUNNING NO_MORE_TRIAL
         TUNER_NO_MORE_TRIAL DONE STOPPING STOPPED ERROR VIEWED. Once a host
-        started here has exited, its final status."""
+        started here has exited, its final status (also while a view keeps
+        the ended experiment queryable)."""
+        if self._ended is not None:
+            return self._ended
         if self._exited():
             return self._final_status()
         return self.get_experiment_profile()["status"]
@@ -465,7 +516,10 @@ class Experiment:
         """tunehost's ExperimentStatusInfo (``ST``) as a dict: experiment_id,
         status, error, start_time, elapsed_s, concurrency, max_trials,
         max_duration_s, counts, best, optimize_mode, endpoints."""
-        return self._request("status")
+        profile = self._request("status")
+        if self._ended is not None:
+            profile["status"] = self._ended  # not the view's VIEWED
+        return profile
 
     def list_trial_jobs(self, status=None, offset=0, limit=0):
         """The trials (``TrialJob``), by sequence id; ``status`` filters
@@ -495,12 +549,33 @@ class Experiment:
             else:
                 for t in self._request("list_trials", None, 0, 0)["trials"]:
                     param_ids[t["trial_id"]] = t["parameter_id"]
+        times = self._metric_times() if records else {}
         out = {}
         for r in records:
             out.setdefault(r["trial_id"], []).append(TrialMetricData(
-                timestamp=None, trialJobId=r["trial_id"], parameterId=param_ids.get(r["trial_id"]),
+                timestamp=times.get((r["trial_id"], r["type"], r["sequence"])),
+                trialJobId=r["trial_id"], parameterId=param_ids.get(r["trial_id"]),
                 type=r["type"], sequence=r["sequence"], data=r["value"]))
         return out
+
+    def _metric_times(self):
+        """When the host accepted each metric, in ms since the epoch, from the
+        experiment's store (``metrics.at``) when it is on this machine:
+        ``{(trial_id, type, sequence): ms}``; empty without a readable store
+        (``tunehost serve``, another machine)."""
+        path = os.path.join(self.workdir, _safe_name(self.id), "store.db")
+        if not os.path.exists(path):
+            return {}
+        try:
+            db = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = db.execute("SELECT trial_id, type, sequence, at FROM metrics "
+                                  "WHERE superseded = 0 ORDER BY attempt").fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return {}
+        return {(t, kind, seq): _ms(at) for t, kind, seq, at in rows}
 
     def export_data(self):
         """The SUCCEEDED trials with a final result: ``[TrialResult…]``."""
@@ -581,9 +656,10 @@ class Experiment:
 
     # -------------------------------------------------------------- internals
 
-    def _spawn(self, args, debug, timeout, pass_plugins=True):
+    def _spawn(self, args, debug, timeout, pass_plugins=True, log_name="host.log"):
         binary = _find_tunehost(self.tunehost)
         command = [binary] + args
+        self._lingers = args[0] in ("run", "resume")
         if pass_plugins and self.plugins:
             command += ["--plugins", os.fspath(self.plugins)]
         if pass_plugins and self.worker_bin and args[0] in ("run", "resume"):
@@ -592,7 +668,7 @@ class Experiment:
             command += ["--log-level", "debug"]
         if self._tmpdir is None:
             self._tmpdir = tempfile.mkdtemp(prefix=f"tunehost-experiment-{self.id}-")
-        self.log_path = os.path.join(self._tmpdir, "host.log")
+        self.log_path = os.path.join(self._tmpdir, log_name)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -671,6 +747,8 @@ class Experiment:
     def _request(self, method, *args):
         if self._control is None:
             raise RuntimeError(f"experiment {self.id} is not connected: start() or connect() first")
+        if self._exited() and self._ended is None and self._lingers:
+            self._linger()  # the experiment ended: keep answering from its store
         if self._exited():
             raise RuntimeError(f"experiment {self.id} has ended ({self._final_status()}); its host "
                                f"exited with code {self.process.returncode}")
