@@ -35,9 +35,14 @@
 //   warned   when it only tunes the runtime or is not enforced yet, so the
 //            config still runs: maxTrialDuration (parsed, not enforced),
 //            nniManagerIp, debug, logLevel (use --log-level), tunerGpuIndices,
-//            and the local platform's useActiveGpu and reuseMode.
+//            and the local platform's useActiveGpu, reuseMode, nniManagerIp
+//            and debug.
 // trialGpuNumber, gpuIndices and maxTrialNumberPerGpu give each local trial
 // its GPUs (CUDA_VISIBLE_DEVICES), as NNI's local training service does.
+// trainingService may also hold trialCommand, trialCodeDirectory and
+// trialGpuNumber, which then win over the top-level ones, as in NNI.
+// A refusal says what to write instead. In a v1 file every message names the
+// v1 key the file has (V1KeyName).
 // Any other key is an error, so a typo never passes unnoticed. A key whose
 // value is null counts as absent, as in NNI.
 
@@ -109,7 +114,7 @@ Status LoadSearchSpaceFile(const Context& ctx, const YAML::Node& at, const fs::p
 Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string& key,
                      protocol::PluginSpec* out) {
   if (!n.IsMap()) return ctx.Error(n, key, "must be a map with name and classArgs");
-  bool has_name = false;
+  bool has_name = false, custom = false;
   out->args = std::string(1, static_cast<char>(0x80));  // empty map
   Status st = ForEachEntry(ctx, n, key,
                            [&](const std::string& k, const std::string& full,
@@ -151,14 +156,17 @@ Status ReadAlgorithm(const Context& ctx, const YAML::Node& n, const std::string&
                                return Status::Ok();
                              }
                              if (k == "className" || k == "codeDirectory") {
+                               if (custom) return Status::Ok();  // one error for the two keys
+                               custom = true;
                                return ctx.Error(
                                    key_node, full,
                                    "Python algorithm classes are not supported: tunehost loads " +
-                                       key + "s from plugins by name (see `tunehost plugins`)");
+                                       key + "s from plugins by name; give " + key +
+                                       ".name instead (`tunehost plugins` lists them)");
                              }
                              return ctx.Error(key_node, full, "unknown key");
                            });
-  if (!has_name) st = Combine(std::move(st), ctx.Error(n, key + ".name", "required"));
+  if (!has_name && !custom) st = Combine(std::move(st), ctx.Error(n, key + ".name", "required"));
   if (out->memory_limit_mb && out->isolation != protocol::PluginIsolation::kProcess) {
     st = Combine(std::move(st),
                  ctx.Error(n, key + ".memoryLimitMb",
@@ -201,13 +209,40 @@ Status GetGpuIndices(const Context& ctx, const YAML::Node& n, const std::string&
   return Status::Ok();
 }
 
-Status ReadTrainingService(const Context& ctx, const YAML::Node& n, GpuOptions* gpus) {
+// A trial command: a string with more than blanks.
+Status GetCommand(const Context& ctx, const YAML::Node& n, const std::string& key,
+                  std::string* out) {
+  Status st = GetString(ctx, n, key, out);
+  if (st.ok() && out->find_first_not_of(" \t\n") == std::string::npos) {
+    return ctx.Error(n, key, "must not be empty");
+  }
+  return st;
+}
+
+// NNI's TrainingServiceConfig fields that may also be set at the top level;
+// the training service's own value wins (TrainingServiceConfig._canonicalize
+// copies a top-level value only where the service has none).
+struct ServiceTrial {
+  std::optional<std::string> command;
+  std::optional<YAML::Node> code_dir;
+  std::optional<uint32_t> gpu_number;
+};
+
+Status ReadTrainingService(const Context& ctx, const YAML::Node& n, GpuOptions* gpus,
+                           ServiceTrial* trial) {
   const std::string key = "trainingService";
   if (n.IsSequence()) {
-    return ctx.Error(n, key, "a list of training services is not supported: only local exists");
+    return ctx.Error(n, key,
+                     "a list of training services (NNI's hybrid mode) is not supported: only "
+                     "local exists; write trainingService: {platform: local} (workers on other "
+                     "machines attach to `tunehost serve`)");
   }
   if (!n.IsMap()) return ctx.Error(n, key, "must be a map such as {platform: local}");
   bool has_platform = false;
+  // Another platform's settings: the platform's error covers them.
+  const YAML::Node platform_node = n["platform"];
+  const bool local = !platform_node || !platform_node.IsScalar() ||
+                     platform_node.Scalar() == "local";
   Status st = ForEachEntry(
       ctx, n, key,
       [&](const std::string& k, const std::string& full, const YAML::Node& key_node,
@@ -218,8 +253,39 @@ Status ReadTrainingService(const Context& ctx, const YAML::Node& n, GpuOptions* 
           Status s = GetString(ctx, v, full, &platform);
           if (!s.ok()) return s;
           if (platform != "local") {
-            return ctx.Error(v, full, "unsupported platform '" + platform + "': only local exists");
+            return ctx.Error(v, full,
+                             "unsupported platform '" + platform +
+                                 "': only local exists; use platform: local (workers on other "
+                                 "machines attach to `tunehost serve`)");
           }
+          return Status::Ok();
+        }
+        if (!local) return Status::Ok();
+        if (k == "trialCommand") {
+          std::string command;
+          Status s = GetCommand(ctx, v, full, &command);
+          if (s.ok()) trial->command = std::move(command);
+          return s;
+        }
+        if (k == "trialCodeDirectory") {
+          std::string unused;
+          Status s = GetString(ctx, v, full, &unused);
+          if (s.ok()) trial->code_dir.emplace(v);
+          return s;
+        }
+        if (k == "trialGpuNumber") {
+          int64_t g = 0;
+          Status s = GetInt(ctx, v, full, 0, 1024, &g);
+          if (s.ok()) trial->gpu_number = static_cast<uint32_t>(g);
+          return s;
+        }
+        if (k == "nniManagerIp") {
+          // NNI's LocalConfig clears it too.
+          ctx.Warn(key_node, full, "ignored: local trials reach the host on this machine");
+          return Status::Ok();
+        }
+        if (k == "debug") {
+          ctx.Warn(key_node, full, "ignored: use --log-level");
           return Status::Ok();
         }
         if (k == "gpuIndices") {
@@ -374,19 +440,20 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
   Status st = ParseYaml(yaml, label, &root);
   if (!st.ok()) return st;
   YAML::Mark top;  // 1:1, where "required" errors point when a key is missing
-  Context ctx(label, top, &out->warnings);
   if (!root.IsMap()) {
     return Status::BadField(Where(label, top) + ": experiment: the file must be a YAML map");
   }
 
-  // NNI's v1 format is read through the v2 keys it maps to.
+  // NNI's v1 format is read through the v2 keys it maps to; the messages
+  // name the v1 keys.
   const bool v1 = IsNniV1(root);
   Status converted;
   if (v1) {
     YAML::Node v2;
-    converted = ConvertNniV1(ctx, root, &v2);
+    converted = ConvertNniV1(Context(label, top, &out->warnings), root, &v2);
     root.reset(v2);
   }
+  const Context ctx(label, top, &out->warnings, v1 ? V1KeyName : nullptr);
 
   ExperimentConfig& c = *out;
   c.source_file = source;
@@ -395,6 +462,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
   c.working_dir = DefaultWorkingDir();
   bool has_command = false, has_concurrency = false, has_tuner = false, has_assessor = false;
   std::optional<YAML::Node> advisor;
+  ServiceTrial service;
   // Plain YAML::Node assignment writes through to the node assigned to, so
   // the nodes found are kept in optionals.
   std::optional<YAML::Node> search_space, search_space_file, code_dir;
@@ -418,11 +486,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
         }
         if (k == "trialCommand") {
           has_command = true;
-          Status r = GetString(ctx, v, key, &c.trial_command);
-          if (r.ok() && c.trial_command.find_first_not_of(" \t\n") == std::string::npos) {
-            return ctx.Error(v, key, "must not be empty");
-          }
-          return r;
+          return GetCommand(ctx, v, key, &c.trial_command);
         }
         if (k == "trialCodeDirectory") {
           code_dir.emplace(v);
@@ -461,7 +525,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
           advisor.emplace(key_node);
           return ReadAlgorithm(ctx, v, key, &c.spec.tuner);
         }
-        if (k == "trainingService") return ReadTrainingService(ctx, v, &c.gpus);
+        if (k == "trainingService") return ReadTrainingService(ctx, v, &c.gpus, &service);
         if (k == "experimentWorkingDirectory") {
           Status r = GetString(ctx, v, key, &s);
           if (r.ok()) c.working_dir = ResolvePath(s, base);
@@ -475,19 +539,29 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
         if (k == "useAnnotation") {
           Status r = GetBool(ctx, v, key, &b);
           if (r.ok() && b) {
-            return ctx.Error(v, key, "annotations are not supported: use searchSpace");
+            return ctx.Error(v, key,
+                             std::string("annotations are not supported: write the search "
+                                         "space in ") +
+                                 (v1 ? "a file named by searchSpacePath"
+                                     : "searchSpace or searchSpaceFile") +
+                                 " and remove useAnnotation");
           }
           return r;
         }
         if (k == "experimentType") {
           Status r = GetString(ctx, v, key, &s);
           if (r.ok() && s != "hpo") {
-            return ctx.Error(v, key, "only hpo experiments are supported, got '" + s + "'");
+            return ctx.Error(v, key,
+                             "only hpo experiments are supported, got '" + s +
+                                 "': remove experimentType (hpo is the default)");
           }
           return r;
         }
         if (k == "sharedStorage") {
-          return ctx.Error(key_node, key, "shared storage is not supported");
+          return ctx.Error(key_node, key,
+                           "shared storage is not supported: trials run on this machine and "
+                           "read trialCodeDirectory in place; remove sharedStorage (mount "
+                           "the storage yourself if trials need its files)");
         }
         if (k == "nniManagerIp") {
           ctx.Warn(key_node, key, "ignored: `tunehost run` binds to loopback");
@@ -513,6 +587,16 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
     problem(*advisor, "advisor", "an advisor is the experiment's tuner and assessor: give "
                                  "either advisor, or tuner (and assessor), as NNI requires");
   }
+  if (service.command) {
+    c.trial_command = *service.command;
+    has_command = true;
+  }
+  if (service.gpu_number) c.gpus.per_trial = *service.gpu_number;
+  std::string code_dir_key = "trialCodeDirectory";
+  if (service.code_dir) {
+    code_dir = service.code_dir;
+    code_dir_key = "trainingService.trialCodeDirectory";
+  }
   // The v1 reader named what its format lacks.
   if (!v1 && !has_command) problem(YAML::Node(), "trialCommand", "required");
   if (!v1 && !has_concurrency) problem(YAML::Node(), "trialConcurrency", "required");
@@ -531,7 +615,7 @@ Status ParseExperimentConfig(std::string_view yaml, const fs::path& source_file,
   if (code_dir && code_dir->IsScalar()) {
     c.trial_code_dir = ResolvePath(code_dir->Scalar(), base);
     if (!fs::is_directory(c.trial_code_dir, ec)) {
-      problem(*code_dir, "trialCodeDirectory", "not a directory: " + c.trial_code_dir.string());
+      problem(*code_dir, code_dir_key, "not a directory: " + c.trial_code_dir.string());
     }
   }
   return st;

@@ -5,6 +5,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <string>
+#include <string_view>
+
 #include "tunehost/status.h"
 #include "yaml_values.h"
 
@@ -21,5 +24,11 @@ bool IsNniV1(const YAML::Node& root);
 // training services other than local, are errors (all of them, one per
 // line). One warning says the file was converted.
 Status ConvertNniV1(const Context& ctx, const YAML::Node& v1, YAML::Node* v2);
+
+// The v1 key that the v2 key `key` ("maxTrialNumber", "trainingService.gpuIndices",
+// "tuner.name", ...) was read from ("maxTrialNum", "localConfig.gpuIndices",
+// "tuner.builtinTunerName"); `key` itself when both formats spell it alike.
+// A Context::KeyName, so problems in a v1 file name the keys the file has.
+std::string V1KeyName(std::string_view key);
 
 }  // namespace tunehost::host::config_yaml

@@ -19,10 +19,15 @@ namespace tunehost::host::config_yaml {
 std::string Where(const std::string& file, const YAML::Mark& mark);
 
 // Errors and warnings for one file, with positions from yaml-cpp marks.
+// `key_name`, when given, turns the key a message is about into the one the
+// file has (a v1 file's keys for the v2 keys they were read as).
 class Context {
  public:
-  Context(std::string file, YAML::Mark fallback, std::vector<std::string>* warnings)
-      : file_(std::move(file)), fallback_(fallback), warnings_(warnings) {}
+  using KeyName = std::string (*)(std::string_view key);
+
+  Context(std::string file, YAML::Mark fallback, std::vector<std::string>* warnings,
+          KeyName key_name = nullptr)
+      : file_(std::move(file)), fallback_(fallback), warnings_(warnings), key_name_(key_name) {}
 
   Status Error(const YAML::Node& at, std::string_view key, std::string_view problem) const {
     return Status::BadField(Prefix(at, key) + std::string(problem));
@@ -36,12 +41,13 @@ class Context {
   std::string Prefix(const YAML::Node& at, std::string_view key) const {
     YAML::Mark mark = at.IsDefined() ? at.Mark() : fallback_;
     if (mark.is_null()) mark = fallback_;
-    return Where(file_, mark) + ": " + std::string(key) + ": ";
+    return Where(file_, mark) + ": " + (key_name_ ? key_name_(key) : std::string(key)) + ": ";
   }
 
   std::string file_;
   YAML::Mark fallback_;
   std::vector<std::string>* warnings_;
+  KeyName key_name_;
 };
 
 // YAML 1.2 core-schema floats, including .inf and .nan.
@@ -59,8 +65,9 @@ inline Status Combine(Status first, const Status& next) {
   return Status::BadField(first.message() + "\n" + next.message());
 }
 
-// Calls `fn` for each of a map's entries, refusing non-string and duplicate
-// keys; every entry is visited, and every problem is in the result.
+// Calls `fn(key, full_key, key_node, value)` for each of a map's entries,
+// refusing non-string and duplicate keys; every entry is visited, and every
+// problem is in the result.
 template <typename Fn>
 Status ForEachEntry(const Context& ctx, const YAML::Node& map, const std::string& prefix, Fn fn) {
   std::set<std::string> seen;
@@ -77,7 +84,9 @@ Status ForEachEntry(const Context& ctx, const YAML::Node& map, const std::string
       continue;
     }
     if (it->second.IsNull()) continue;  // null = absent, as in NNI
-    problems = Combine(std::move(problems), fn(k, full, it->first, it->second));
+    // A key the v1 conversion wrote has no position: point at its value.
+    const YAML::Node at = it->first.Mark().is_null() ? it->second : it->first;
+    problems = Combine(std::move(problems), fn(k, full, at, it->second));
   }
   return problems;
 }

@@ -485,6 +485,21 @@ TEST_F(ExperimentConfigTest, NnisV1FormatIsConvertedAsNniDoes) {
   EXPECT_NE(all.find(file + ":1:1: authorName: dropped"), std::string::npos) << all;
 }
 
+// Keys the v1 conversion wrote have no position of their own: messages point
+// at the v1 value and name the v1 key.
+TEST_F(ExperimentConfigTest, NnisV1FormatMessagesNameTheV1KeyAtItsLine) {
+  Write("search_space.json", R"({"x": {"_type": "uniform", "_value": [0, 1]}})");
+  std::string bad = kNniV1;
+  bad.replace(bad.find("maxTrialNum: 10"), 15, "maxTrialNum: 0");
+  ExpectError(bad, 5, 14, "maxTrialNum", "at least 1");
+  ASSERT_OK(Parse(std::string(kNniV1) + "  useActiveGpu: true\nnniManagerIp: 10.0.0.1\n"));
+  const std::string file = (dir_ / "experiment.yaml").string();
+  std::string all;
+  for (const std::string& w : config_.warnings) all += w + "\n";
+  EXPECT_NE(all.find(file + ":27:17: localConfig.useActiveGpu: "), std::string::npos) << all;
+  EXPECT_NE(all.find(file + ":28:15: nniManagerIp: "), std::string::npos) << all;
+}
+
 TEST_F(ExperimentConfigTest, NnisV1FormatProblemsNameTheV1Keys) {
   const std::string file = (dir_ / "experiment.yaml").string();
   // Every problem at once, under the keys the file has.
