@@ -409,6 +409,9 @@ Status Server::Restore(std::chrono::milliseconds reattach_grace) {
 Status Server::View(const p::ExperimentSpec& spec, const Store& store) {
   return impl_->View(spec, store);
 }
+Status Server::AnswerQuery(const p::Body& request, p::Packed* data) {
+  return impl_->AnswerQuery(request, data);
+}
 void Server::OnTick(std::function<void()> callback) { impl_->OnTick(std::move(callback)); }
 ProgressInfo Server::Progress() const { return impl_->Progress(); }
 void Server::OnTrialEnd(std::function<void(const TrialSummary&)> callback) {

@@ -121,6 +121,7 @@ class Server::Impl final : public EngineSink {
   void RestoreTrials(const std::vector<StoredTrial>& stored, bool resume,
                      std::chrono::milliseconds grace);
   Status Restore(std::chrono::milliseconds grace);
+  Status AnswerQuery(const protocol::Body& request, protocol::Packed* data);
   Status View(const p::ExperimentSpec& spec, const Store& store);
   void TrialChanged(const Trial& t, std::string_view event, std::string_view detail) override;
   void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override;
@@ -183,7 +184,7 @@ class Server::Impl final : public EngineSink {
   DropLog control_drops_{"control socket"};
   DropLog results_drops_{"results socket"};
   DropLog events_drops_{"events socket"};
-  Endpoints bound_;
+  Endpoints bound_{"", "", "", ""};  // nothing until Bind()
   int wake_[2] = {-1, -1};
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_requested_{false};

@@ -210,6 +210,16 @@ void Server::Impl::ReplyOk(const Peer& peer, p::Packed data) {
   SendReply(peer, p::OkReply{std::move(data)});
 }
 
+Status Server::Impl::AnswerQuery(const p::Body& request, p::Packed* data) {
+  if (!configured_) return Status::BadState("no experiment yet");
+  if (read_only_ && IsMutatingRequest(request)) {
+    return Status::BadState("experiment is viewed read-only");
+  }
+  if (!IsControlRequest(request)) return Status::BadState("not a query of the control API");
+  return AnswerControl(engine_, ControlContext{spec_, bound_, ControlClock::Now(), nullptr},
+                       request, data);
+}
+
 void Server::Impl::HandleControl(Peer peer, std::string_view bytes, const std::string& address,
                                  const std::string& user) {
   p::Message m;

@@ -498,10 +498,16 @@ class CrashedHostTest(unittest.TestCase):
         self.assertEqual(view.returncode, 0, view.stderr)
         self.assertIn("CRASHED", view.stdout)
         self.assertIn("tunehost resume %s" % run.id, view.stdout)
+        # No host: tunectl reads the store, and says how to continue it.
         ctl = subprocess.run([TUNECTL, "--experiment", run.id, "--workdir", run.workdir,
                               "status"], capture_output=True, text=True, timeout=30)
-        self.assertEqual(ctl.returncode, 3, ctl.stdout + ctl.stderr)
-        self.assertIn("CRASHED", ctl.stderr)
+        self.assertEqual(ctl.returncode, 0, ctl.stdout + ctl.stderr)
+        self.assertIn("CRASHED", ctl.stdout)
+        self.assertIn("tunehost resume %s" % run.id, ctl.stdout)
+        ctl = subprocess.run([TUNECTL, "--experiment", run.id, "--workdir", run.workdir,
+                              "stop"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(ctl.returncode, 1, ctl.stdout + ctl.stderr)
+        self.assertIn("is not running (CRASHED", ctl.stderr)
         # A view that serves the store is a host tunectl can ask.
         viewer = subprocess.Popen([harness.TUNEHOST, "view", run.id, "--workdir", run.workdir],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

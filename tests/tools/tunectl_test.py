@@ -3,6 +3,7 @@
 its --json output parsed and checked, its tables spot-checked, and its exit
 codes (0 ok, 1 error reply, 2 usage, 3 no host)."""
 
+import csv
 import json
 import os
 import subprocess
@@ -28,6 +29,15 @@ os.write(fd, (json.dumps({"type": "FINAL", "value": {"default": params["x"], "ha
 '''
 
 SPACE = {"x": {"_type": "uniform", "_value": [0.0, 1.0]}}
+
+
+def process_gone(pid):
+    """The process has exited (a zombie no one reaped counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 class Tunectl:
@@ -259,6 +269,121 @@ class TunectlCommandsTest(unittest.TestCase):
         r = self.ctl.run("ping", target=["--experiment", "nope", "--workdir", workdir])
         self.assertEqual(r.returncode, 3)
         self.assertIn("nope", r.stderr)
+
+
+class StoredExperimentTest(unittest.TestCase):
+    """tunectl on an experiment no host runs: read from its store, and the
+    experiments under a workdir; `tunehost run --workdir`, `view --detach`."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tunectl-stored-")
+        self.workdir = os.path.join(self.tmp, "work")
+        with open(os.path.join(self.tmp, "trial.py"), "w", encoding="utf-8") as f:
+            f.write(TRIAL)
+        config = os.path.join(self.tmp, "config.yml")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write("searchSpace: {x: {_type: uniform, _value: [0, 1]}}\n"
+                    "trialCommand: %s trial.py\n"
+                    "trialCodeDirectory: %s\n"
+                    "trialConcurrency: 2\nmaxTrialNumber: 4\n"
+                    "experimentName: stored-test\n"
+                    "experimentWorkingDirectory: %s\n"
+                    "tuner: {name: random}\n" % (harness.PYTHON, self.tmp,
+                                                 os.path.join(self.tmp, "not-here")))
+        r = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                            "--id", "stored1", "--workdir", self.workdir],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        # --workdir wins over the file's experimentWorkingDirectory.
+        self.assertTrue(os.path.exists(os.path.join(self.workdir, "stored1", "store.db")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "not-here")))
+        self.ctl = Tunectl(None)
+        self.target = ["--workdir", self.workdir, "--experiment", "stored1"]
+
+    def run_ctl(self, *args, target=None):
+        return self.ctl.run(*args, timeout_ms=3000,
+                            target=self.target if target is None else target)
+
+    def ok_json(self, *args, target=None):
+        r = self.run_ctl(*args, "--json", target=target)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_queries_read_the_store(self):
+        status = self.ok_json("status")
+        self.assertEqual(status["status"], "DONE")  # how it ended, not VIEWED
+        self.assertEqual(status["counts"], {"SUCCEEDED": 4})
+        self.assertEqual(self.ok_json("ping")["status"], "DONE")
+        trials = self.ok_json("trials")
+        self.assertEqual(trials["total"], 4)
+        metrics = self.ok_json("metrics")["metrics"]
+        self.assertEqual(len(metrics), 8)  # a PERIODICAL and a FINAL each
+        exported = self.ok_json("export")["records"]
+        self.assertEqual(len(exported), 4)
+        table = self.run_ctl("status")
+        self.assertIn("DONE", table.stdout)
+        self.assertNotIn(" ep ", table.stdout)  # nothing is bound
+
+        r = self.run_ctl("export", "--csv")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = list(csv.reader(r.stdout.splitlines()))
+        self.assertEqual(rows[0], ["trial_id", "x", "value", "value.half"])
+        by_id = {row[0]: row for row in rows[1:]}
+        self.assertEqual(len(by_id), 4)
+        for record in exported:
+            row = by_id[record["trial_id"]]
+            self.assertAlmostEqual(float(row[1]), record["parameters"]["x"])
+            self.assertAlmostEqual(float(row[2]), record["value"]["default"])
+            self.assertAlmostEqual(float(row[3]), record["value"]["half"])
+
+    def test_changes_are_refused_and_nothing_is_written(self):
+        store = os.path.join(self.workdir, "stored1", "store.db")
+        before = os.stat(store).st_mtime_ns
+        for command in (["kill", "T00000"], ["update", "--concurrency", "3"], ["stop"],
+                        ["add", '{"x": 0.5}']):
+            r = self.run_ctl(*command)
+            self.assertEqual(r.returncode, 1, command)
+            self.assertIn("is not running (DONE", r.stderr)
+            self.assertIn("tunehost resume stored1", r.stderr)
+        r = self.run_ctl("events", "--count", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not running", r.stderr)
+        r = self.run_ctl("trial", "T99999")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not_found", r.stderr)
+        self.assertEqual(os.stat(store).st_mtime_ns, before)
+        r = self.ctl.run("status", target=["--workdir", self.workdir, "--experiment", "nope"])
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("tunectl experiments", r.stderr)
+
+    def test_experiments_and_the_latest_one(self):
+        listed = self.ok_json("experiments", target=["--workdir", self.workdir])["experiments"]
+        self.assertEqual([(e["experiment_id"], e["status"], e["trials"], e["running"], e["name"])
+                          for e in listed], [("stored1", "DONE", 4, False, "stored-test")])
+        # No flags and no host running: the default endpoint, then a hint
+        # naming the latest experiment.
+        r = self.ctl.run("status", timeout_ms=300, target=["--workdir", self.workdir])
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("latest experiment in %s is stored1" % self.workdir, r.stderr)
+
+        # A detached view is found without flags and stopped by tunectl.
+        r = subprocess.run([harness.TUNEHOST, "view", "stored1", "--workdir", self.workdir,
+                            "--detach"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("stored1 is served read-only, detached", r.stdout)
+        status = self.ok_json("status", target=["--workdir", self.workdir])
+        self.assertEqual(status["status"], "VIEWED")
+        listed = self.ok_json("experiments", target=["--workdir", self.workdir])["experiments"]
+        self.assertTrue(listed[0]["running"])
+        with open(os.path.join(self.workdir, "stored1", "host.json"), encoding="utf-8") as f:
+            pid = json.load(f)["pid"]
+        r = self.run_ctl("stop", target=["--workdir", self.workdir])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_for(lambda: not os.path.exists(os.path.join(self.workdir, "stored1", "host.json")),
+                 30, "the view to exit")
+        wait_for(lambda: process_gone(pid), 30, "the view process to end")
+        self.assertEqual(self.ok_json("status")["status"], "DONE")
 
 
 class LargeRepliesTest(unittest.TestCase):

@@ -2,6 +2,7 @@
 // reply printed as a table for people or, with --json, as JSON for scripts.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
@@ -148,7 +149,7 @@ void PrintStatus(const Json& s) {
   Row("optimize mode", s.value("optimize_mode", ""));
   const Json& ep = s["endpoints"];
   for (const char* name : {"control", "jobs", "results", "events"}) {
-    Row((std::string(name) + " ep").c_str(), ep.value(name, ""));
+    if (!ep.value(name, "").empty()) Row((std::string(name) + " ep").c_str(), ep.value(name, ""));
   }
 }
 
@@ -190,6 +191,51 @@ void PrintTrial(const Json& t) {
   Row("ended", TimeText(t["end_time"]));
   if (t["start_time"].is_number()) Row("duration", DurationText(TrialDuration(t)));
   if (!t.value("error", "").empty()) Row("error", t.value("error", ""));
+}
+
+// A CSV field (RFC 4180): strings as they are, other values as compact
+// JSON; quoted when it holds a comma, a quote or a line break.
+std::string CsvField(const Json& v) {
+  std::string text = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Export records as CSV: trial_id, one column per parameter, the value (a
+// dict metric's "default"), then a column per other key of dict metrics.
+std::string ExportCsv(const Json& records) {
+  std::vector<std::string> params, extra;
+  auto add = [](std::vector<std::string>* keys, const std::string& k) {
+    if (std::find(keys->begin(), keys->end(), k) == keys->end()) keys->push_back(k);
+  };
+  for (const Json& r : records) {
+    for (const auto& [k, v] : r["parameters"].items()) add(&params, k);
+    if (r["value"].is_object()) {
+      for (const auto& [k, v] : r["value"].items()) {
+        if (k != "default") add(&extra, k);
+      }
+    }
+  }
+  std::string out = "trial_id";
+  for (const std::string& k : params) out += "," + CsvField(k);
+  out += ",value";
+  for (const std::string& k : extra) out += "," + CsvField("value." + k);
+  out += "\n";
+  for (const Json& r : records) {
+    out += CsvField(r.value("trial_id", ""));
+    for (const std::string& k : params) {
+      out += "," + (r["parameters"].contains(k) ? CsvField(r["parameters"][k]) : "");
+    }
+    const Json& v = r["value"];
+    out += "," + CsvField(v.is_object() ? v.value("default", Json()) : v);
+    for (const std::string& k : extra) {
+      out += "," + (v.is_object() && v.contains(k) ? CsvField(v[k]) : "");
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -292,12 +338,13 @@ int Export(Host& host, const Args& a) {
   Json d = host.Call(p::ExportData{});
   // The records array is what `import` reads back.
   const Json& out = a.global.json ? d : d["records"];
+  const std::string text = a.csv ? ExportCsv(d["records"]) : out.dump(2) + "\n";
   if (a.output.empty()) {
-    PrintJson(out);
+    std::cout << text;
     return kExitOk;
   }
   std::ofstream f(a.output);
-  f << out.dump(2) << "\n";
+  f << text;
   if (!f) Fail(kExitUsage, "cannot write " + a.output);
   if (!a.global.json) std::printf("exported %zu record(s) to %s\n", d["records"].size(), a.output.c_str());
   return kExitOk;

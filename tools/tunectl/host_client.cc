@@ -1,11 +1,10 @@
 // tunectl: finding the host (flags, host.json, its lock) and this client's keys.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+
+#include "tunehost/host/stored_experiment.h"
 
 #include "tunectl.h"
 
@@ -16,16 +15,44 @@ fs::path DefaultWorkdir() {
   return fs::path(home != nullptr ? home : ".") / "tunehost-experiments";
 }
 
-// Whether a host process holds the experiment's lock (<dir>/lock, flock);
-// true when there is no lock file (a host.json written by hand or by another
-// program: only asking the host tells).
-bool HostHoldsLock(const fs::path& dir) {
-  int fd = open((dir / "lock").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;
-  // Exclusive: a run or resume host holds it exclusively, a serving view shared.
-  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  close(fd);
-  return held;
+namespace {
+
+// Whether a host process holds the experiment's lock; true when there is no
+// lock file (a host.json written by hand or by another program: only asking
+// the host tells).
+bool LockedOrUnlockable(const fs::path& dir) {
+  std::error_code ec;
+  return !fs::exists(dir / "lock", ec) || tunehost::host::HostHoldsLock(dir);
+}
+
+bool Live(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "host.json", ec) && tunehost::host::HostHoldsLock(dir);
+}
+
+}  // namespace
+
+std::vector<ExperimentEntry> ListExperiments(const fs::path& workdir) {
+  std::vector<ExperimentEntry> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(workdir, ec)) {
+    const fs::path store = e.path() / "store.db";
+    if (!e.is_directory(ec) || !fs::exists(store, ec)) continue;
+    ExperimentEntry x;
+    x.id = e.path().filename().string();
+    x.dir = e.path();
+    x.live = Live(e.path());
+    x.changed = fs::last_write_time(store, ec);
+    for (const char* newer : {"store.db-wal", "host.json"}) {
+      auto t = fs::last_write_time(e.path() / newer, ec);
+      if (!ec && t > x.changed) x.changed = t;
+    }
+    out.push_back(std::move(x));
+  }
+  std::sort(out.begin(), out.end(), [](const ExperimentEntry& a, const ExperimentEntry& b) {
+    return a.changed != b.changed ? a.changed > b.changed : a.id < b.id;
+  });
+  return out;
 }
 
 // --control EP, else --experiment ID's host.json, else the default endpoint;
@@ -38,26 +65,44 @@ HostAddress FindHost(const GlobalOptions& o) {
     if (!st.ok()) Fail(kExitUsage, st.message());
     a.server_key = server.public_key;
   }
-  if (!o.control.empty() || o.experiment.empty()) {
-    a.control = o.control.empty() ? kDefaultControl : o.control;
+  if (!o.control.empty()) {
+    a.control = o.control;
     return a;
   }
   const fs::path dir = o.workdir.empty() ? DefaultWorkdir() : fs::path(o.workdir);
-  const fs::path file = dir / o.experiment / "host.json";
+  std::string experiment = o.experiment;
+  if (experiment.empty()) {
+    // The most recent experiment a host runs; else `tunehost serve`'s
+    // default endpoint, naming the latest stored experiment if nobody answers.
+    const std::vector<ExperimentEntry> all = ListExperiments(dir);
+    auto live = std::find_if(all.begin(), all.end(), [](const auto& e) { return e.live; });
+    if (live == all.end()) {
+      a.control = kDefaultControl;
+      if (!all.empty()) {
+        a.hint = "; the latest experiment in " + dir.string() + " is " + all.front().id +
+                 ", not running: tunectl --experiment " + all.front().id + " ...";
+      }
+      return a;
+    }
+    experiment = live->id;
+  }
+  const fs::path file = dir / experiment / "host.json";
   std::ifstream in(file);
-  if (!in) {
-    Fail(kExitNoHost, "experiment " + o.experiment + " has no " + file.string() +
-                          " (is its host running?)");
+  std::error_code ec;
+  if (!in || !LockedOrUnlockable(dir / experiment)) {
+    // No host runs it (host.json is removed when a host exits; left behind,
+    // its host died): read its store.
+    if (fs::exists(dir / experiment / "store.db", ec)) {
+      a.stored_dir = dir / experiment;
+      return a;
+    }
+    Fail(kExitNoHost, "experiment " + experiment + " has no " + file.string() +
+                          " and no store (is the id right? `tunectl experiments` lists them)");
   }
   // host.json says where to connect and what the workers run (launch):
   // only the user's own, unwritable by others, is trusted (§9).
-  for (const fs::path& path : {dir / o.experiment, file}) {
+  for (const fs::path& path : {dir / experiment, file}) {
     if (tunehost::Status st = p::CheckTrustedPath(path); !st.ok()) Fail(kExitUsage, st.message());
-  }
-  if (!HostHoldsLock(dir / o.experiment)) {
-    // host.json is removed when a host exits; left behind, its host died.
-    Fail(kExitNoHost, "experiment " + o.experiment + ": CRASHED: no host holds it (its host "
-                      "died); `tunehost resume " + o.experiment + "` continues it");
   }
   Json j = Json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("control") ||

@@ -78,6 +78,10 @@ std::string ReadWhole(const std::string& path) {
 // has it; otherwise (Kubernetes: a Secret) their text is enough.
 tunehost::tunectl::HostView PrepareLaunch(Host& host, Args& a, bool key_files) {
   namespace tl = tunehost::tunectl;
+  if (host.stored()) {
+    Fail(kExitHostError, "the experiment is not running (" + host.endpoint() +
+                             "): `tunehost resume` it, then launch workers for it");
+  }
   Json st = host.Call(p::GetStatus{});
   Json info = HostJson(a.global);
   tl::HostView view;

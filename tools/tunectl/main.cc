@@ -17,7 +17,7 @@ namespace {
 // ---------------------------------------------------------------- main
 
 int Run(int argc, char** argv) {
-  CLI::App app{"tunectl: control a running tunehost experiment"};
+  CLI::App app{"tunectl: control a running tunehost experiment, or read a finished one"};
   app.require_subcommand(1);
   app.fallthrough();  // global options also after the command
   Args a;
@@ -59,8 +59,12 @@ int Run(int argc, char** argv) {
           Workers);
   command("metrics", "metrics of one trial or of all", Metrics)
       ->add_option("ID", a.trial_id, "trial id (default: every trial)");
-  command("export", "results of succeeded trials as JSON (import reads it back)", Export)
-      ->add_option("--output,-o", a.output, "write to FILE instead of stdout");
+  CLI::App* export_command =
+      command("export", "results of succeeded trials as JSON (import reads it back)", Export);
+  export_command->add_option("--output,-o", a.output, "write to FILE instead of stdout");
+  export_command->add_flag("--csv", a.csv,
+                           "CSV instead: trial_id, a column per parameter, value, a column per "
+                           "other key of dict metrics");
   command("import", "give the tuner finished results from a JSON file", Import)
       ->add_option("FILE", a.file, "JSON array of {\"parameters\": {...}, \"value\": metric}")
       ->required();
@@ -130,6 +134,8 @@ int Run(int argc, char** argv) {
   k8s->add_option("--namespace", a.launch.ns, "Kubernetes namespace")->capture_default_str();
   commands.emplace_back(slurm, LaunchSlurm);
   commands.emplace_back(k8s, LaunchKubernetes);
+  CLI::App* experiments = app.add_subcommand(
+      "experiments", "the experiments under --workdir, newest first: status, trials, name");
   std::string keygen_name, keygen_dir = ".";
   CLI::App* keygen = app.add_subcommand(
       "keygen", "write a CURVE key pair: DIR/NAME.key (public) and DIR/NAME.key_secret (0600)");
@@ -153,8 +159,12 @@ int Run(int argc, char** argv) {
     }
   }
   try {
+    if (experiments->parsed()) return Experiments(a.global);
     const HostAddress address = FindHost(a.global);
-    Host host(address.control, a.global.timeout_ms, KeysFor(a.global, address));
+    Host host = address.stored_dir.empty()
+                    ? Host(address.control, a.global.timeout_ms, KeysFor(a.global, address),
+                           address.hint)
+                    : Host(OpenStored(address.stored_dir));
     for (const auto& [cmd, fn] : commands) {
       if (cmd->parsed()) return fn(host, a);
     }

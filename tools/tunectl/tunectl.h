@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,12 +60,30 @@ struct GlobalOptions {
 struct HostAddress {
   std::string control;
   std::string server_key;  // Z85, from --server-key or host.json; empty: no keys
+  // An experiment no host runs: its directory, read from its store instead.
+  fs::path stored_dir;
+  // Said when nobody answers at `control` (which experiments could be meant).
+  std::string hint;
 };
 
 fs::path DefaultWorkdir();
 
-// --control EP, else --experiment ID's host.json, else the default endpoint;
-// the host's public key from --server-key, else from host.json.
+// An experiment under the workdir, for `tunectl experiments` and for finding
+// the most recent one.
+struct ExperimentEntry {
+  std::string id;
+  fs::path dir;
+  bool live = false;             // a host holds it and left a host.json
+  fs::file_time_type changed{};  // when its store (or host.json) last changed
+};
+// The experiments under `workdir` (directories with a store.db), most
+// recently changed first.
+std::vector<ExperimentEntry> ListExperiments(const fs::path& workdir);
+
+// --control EP; else --experiment ID: its live host (host.json), or its
+// store when no host runs it; else the most recent experiment under the
+// workdir that a host runs; else the default endpoint. The host's public key
+// from --server-key, else from host.json.
 HostAddress FindHost(const GlobalOptions& o);
 
 // This client's keys for a host that authenticates (wire-format.md §9).
@@ -72,13 +91,27 @@ p::ClientKeys KeysFor(const GlobalOptions& o, const HostAddress& host);
 
 // ---------------------------------------------------------------- the host
 
+// tunectl on a stored experiment no host runs (stored.cc).
+struct StoredExperiment;
+std::shared_ptr<StoredExperiment> OpenStored(const fs::path& dir);
+Json CallStored(StoredExperiment& stored, p::Body body);
+std::string StoredDescription(const StoredExperiment& stored);
+
 class Host {
  public:
-  Host(std::string endpoint, int timeout_ms, p::ClientKeys keys)
-      : endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms), keys_(std::move(keys)) {}
+  Host(std::string endpoint, int timeout_ms, p::ClientKeys keys, std::string hint = {})
+      : endpoint_(std::move(endpoint)),
+        timeout_ms_(timeout_ms),
+        keys_(std::move(keys)),
+        hint_(std::move(hint)) {}
+  // A stored experiment no host runs: queries are answered from its store.
+  explicit Host(std::shared_ptr<StoredExperiment> stored)
+      : endpoint_(StoredDescription(*stored)), timeout_ms_(0), stored_(std::move(stored)) {}
+  bool stored() const { return stored_ != nullptr; }
 
   // A socket of this client: with keys, a CURVE client of the host.
   zmq::socket_t Socket(zmq::socket_type type) {
+    if (stored_) Fail(kExitHostError, "the experiment is not running: no host to connect to");
     zmq::socket_t socket(ctx_, type);
     socket.set(zmq::sockopt::linger, 0);
     p::ApplyClientKeys(socket, keys_);
@@ -88,6 +121,7 @@ class Host {
   // One request; the ok reply's data as JSON. Error replies and silence end
   // the command (exit 1 and 3).
   Json Call(p::Body body) {
+    if (stored_) return CallStored(*stored_, std::move(body));
     zmq::socket_t socket = Socket(zmq::socket_type::dealer);
     try {
       socket.connect(endpoint_);
@@ -130,12 +164,15 @@ class Host {
                           (keys_.enabled() ? " Does it know this client's key, and is "
                                              "--server-key its key?)"
                                            : " Does it want a key? Then give --key and "
-                                             "--server-key.)"));
+                                             "--server-key.)") +
+                          hint_);
   }
 
   std::string endpoint_;
   int timeout_ms_;
   p::ClientKeys keys_;
+  std::string hint_;
+  std::shared_ptr<StoredExperiment> stored_;
   zmq::context_t ctx_{1};
 };
 
@@ -148,6 +185,7 @@ struct Args {
   uint64_t limit = 0;
   std::string trial_id;
   std::string output;
+  bool csv = false;  // export as CSV
   std::string file;
   std::string params;
   std::optional<uint32_t> concurrency;
@@ -164,6 +202,7 @@ struct Args {
 
 // One control request each (commands.cc); 0 or an exit code above.
 int Ping(Host& host, const Args& a);
+int Experiments(const GlobalOptions& o);
 int Status(Host& host, const Args& a);
 int Trials(Host& host, const Args& a);
 int Trial(Host& host, const Args& a);

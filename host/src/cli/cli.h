@@ -17,6 +17,7 @@
 #include "tunehost/host/plugin.h"
 #include "tunehost/host/server.h"
 #include "tunehost/host/store.h"
+#include "tunehost/host/stored_experiment.h"
 #include "tunehost/protocol/limits.h"
 
 namespace tunehost::host::cli {
@@ -109,15 +110,18 @@ Status WritePrivateFile(const fs::path& file, const std::string& text);
 // are its user's (wire-format.md §9).
 Status MakePrivateDirectory(const fs::path& dir);
 
-// Whether a host process holds the experiment's lock right now.
-bool HostHoldsLock(const fs::path& dir);
-// A stored status no host would leave behind: the host died mid-run.
-bool UnfinishedStatus(const std::string& status);
 // The pid in a host.json whose process still runs, or 0.
 int LiveHostPid(const fs::path& host_file);
 bool ReadText(const fs::path& file, std::string* out);
 // The stored experiment `id`: its directory, store and configuration (with
 // the limits and search space it last had). An exit code.
+// --detach: forks; the child (false returned) becomes a session leader with
+// its output in <dir>/<log_name>; the parent waits until the child wrote
+// host.json or died, prints "experiment ID <what> detached" and where to
+// follow it, and returns true with the exit code.
+bool Detach(const fs::path& dir, const std::string& id, const char* log_name, const char* what,
+            int* exit_code);
+
 int OpenStored(const std::string& id, const std::string& workdir, Store::Mode mode,
                fs::path* dir, std::unique_ptr<Store>* store, ExperimentConfig* config);
 
@@ -184,7 +188,7 @@ int CmdServe(const ServeArgs& args);
 struct RunArgs {
   std::string experiment;
   std::string id;       // run: --id; resume: the experiment
-  std::string workdir;  // resume: where experiments live
+  std::string workdir;  // where experiments live (run: instead of experimentWorkingDirectory)
   int64_t reattach_grace_ms = 5000;
   int local_workers = -1;  // -1: trialConcurrency
   bool detach = false;
@@ -204,6 +208,7 @@ struct ViewArgs {
   std::string workdir;
   int port_base = 0;
   bool once = false;
+  bool detach = false;
 };
 int CmdView(const ViewArgs& args);
 

@@ -329,62 +329,6 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   return summary.status == ExperimentStatus::kDone ? kExitOk : kExitFailed;
 }
 
-// --detach: forks; the child becomes a session leader with its output in
-// <dir>/host.log and goes on to run the experiment. The parent waits until
-// the child wrote host.json (the host is serving) or died, prints where to
-// find it and returns true with the exit code; the child gets false.
-bool Detach(const fs::path& dir, const std::string& id, int* exit_code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const fs::path log = dir / "host.log";
-  pid_t child = fork();
-  if (child < 0) {
-    std::fprintf(stderr, "tunehost: fork: %s\n", std::strerror(errno));
-    *exit_code = kExitFailed;
-    return true;
-  }
-  if (child == 0) {
-    setsid();
-    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    if (log_fd >= 0) {
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-    }
-    return false;
-  }
-  const fs::path host_file = dir / "host.json";
-  for (int i = 0; i < 600; ++i) {  // up to 60 s
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      std::fprintf(stderr, "tunehost: the detached host exited at once (status %d); see %s\n",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-                   log.c_str());
-      *exit_code = kExitFailed;
-      return true;
-    }
-    std::ifstream in(host_file);
-    nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
-    if (j.is_object() && j.value("pid", 0) == child) {
-      const std::string workdir = dir.parent_path() == DefaultWorkingDir()
-                                      ? std::string()
-                                      : " --workdir " + dir.parent_path().string();
-      std::printf("experiment %s runs detached (pid %d)\ncontrol    %s\nlog        %s\n"
-                  "follow it  tunectl --experiment %s%s status\n",
-                  id.c_str(), static_cast<int>(child), j.value("control", "").c_str(),
-                  log.c_str(), id.c_str(), workdir.c_str());
-      *exit_code = kExitOk;
-      return true;
-    }
-    usleep(100 * 1000);
-  }
-  std::fprintf(stderr, "tunehost: the detached host (pid %d) did not start serving within 60 s; "
-               "see %s\n", static_cast<int>(child), log.c_str());
-  *exit_code = kExitFailed;
-  return true;
-}
-
 }  // namespace
 
 int CmdRun(const RunArgs& args) {
@@ -399,6 +343,7 @@ int CmdRun(const RunArgs& args) {
     return kExitUsage;
   }
   for (const std::string& w : config.warnings) spdlog::warn("{}", w);
+  if (!args.workdir.empty()) config.working_dir = fs::absolute(args.workdir).lexically_normal();
   if (!args.id.empty()) {
     if (!ValidExperimentId(args.id)) {
       std::fprintf(stderr, "tunehost: --id '%s': use 1-64 of [A-Za-z0-9_-]\n", args.id.c_str());
@@ -443,7 +388,9 @@ int CmdRun(const RunArgs& args) {
   ExperimentLock lock;
   if (!lock.Acquire(experiment_dir, config.spec.id)) return kExitUsage;
   int detached_rc = 0;
-  if (args.detach && Detach(experiment_dir, config.spec.id, &detached_rc)) return detached_rc;
+  if (args.detach && Detach(experiment_dir, config.spec.id, "host.log", "runs", &detached_rc)) {
+    return detached_rc;
+  }
   std::unique_ptr<Store> store;
   st = Store::Open(experiment_dir / "store.db", Store::Mode::kCreate, &store);
   if (!st.ok()) {
@@ -476,7 +423,7 @@ int CmdResume(const RunArgs& args) {
   int detached_rc = 0;
   if (args.detach) {
     store.reset();  // reopened by the child: no SQLite connection crosses a fork
-    if (Detach(dir, args.id, &detached_rc)) return detached_rc;
+    if (Detach(dir, args.id, "host.log", "runs", &detached_rc)) return detached_rc;
     Status st = Store::Open(dir / "store.db", Store::Mode::kOpen, &store);
     if (!st.ok()) {
       std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());

@@ -13,6 +13,24 @@ int CmdView(const ViewArgs& args) {
   ExperimentConfig config;
   int rc = OpenStored(args.id, args.workdir, Store::Mode::kReadOnly, &dir, &store, &config);
   if (rc != kExitOk) return rc;
+  ExperimentLock lock;
+  if (args.detach) {
+    // Checked before the fork, so the caller hears of a running host; the
+    // store is opened again in the child (no connection crosses a fork).
+    if (int pid = LiveHostPid(dir / "host.json")) {
+      std::fprintf(stderr, "tunehost: experiment %s is running (host pid %d): ask that host\n",
+                   args.id.c_str(), pid);
+      return kExitUsage;
+    }
+    if (!lock.Acquire(dir, args.id, /*shared=*/true)) return kExitUsage;
+    store.reset();
+    int detached_rc = 0;
+    if (Detach(dir, args.id, "view.log", "is served read-only,", &detached_rc)) {
+      return detached_rc;
+    }
+    rc = OpenStored(args.id, args.workdir, Store::Mode::kReadOnly, &dir, &store, &config);
+    if (rc != kExitOk) return rc;
+  }
   ServerOptions options;
   options.endpoints = FreeLoopbackEndpoints();
   if (args.port_base != 0 && !PortBaseEndpoints(args.port_base, &options.endpoints)) {
@@ -27,14 +45,8 @@ int CmdView(const ViewArgs& args) {
   }
   const std::string mode = OptimizeModeOf(config.spec.tuner.args);
   const ExperimentSummary summary = server.Summary();
-  std::string stored_status = store->Meta("status").value_or("UNKNOWN");
-  std::string error = store->Meta("error").value_or("");
-  if (UnfinishedStatus(stored_status) && !HostHoldsLock(dir)) {
-    // No host holds it, yet the store says it runs: its host died.
-    error = "its host died while it was " + stored_status + "; `tunehost resume " + args.id +
-            "` continues it";
-    stored_status = "CRASHED";
-  }
+  std::string error;
+  const std::string stored_status = StoredStatus(*store, dir, &error);
   std::printf("experiment %s%s: %s%s (viewed read-only)\n", args.id.c_str(),
               config.name.empty() ? "" : (" \"" + config.name + "\"").c_str(),
               stored_status.c_str(), error.empty() ? "" : (": " + error).c_str());
@@ -48,13 +60,14 @@ int CmdView(const ViewArgs& args) {
   std::fflush(stdout);
   if (args.once) return kExitOk;
 
-  if (int pid = LiveHostPid(dir / "host.json")) {
-    std::fprintf(stderr, "tunehost: experiment %s is running (host pid %d): ask that host\n",
-                 args.id.c_str(), pid);
-    return kExitUsage;
+  if (!args.detach) {
+    if (int pid = LiveHostPid(dir / "host.json")) {
+      std::fprintf(stderr, "tunehost: experiment %s is running (host pid %d): ask that host\n",
+                   args.id.c_str(), pid);
+      return kExitUsage;
+    }
+    if (!lock.Acquire(dir, args.id, /*shared=*/true)) return kExitUsage;
   }
-  ExperimentLock lock;
-  if (!lock.Acquire(dir, args.id, /*shared=*/true)) return kExitUsage;
   st = server.Bind();
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());

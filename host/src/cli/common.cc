@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -247,18 +248,61 @@ ExperimentLock::~ExperimentLock() {
 }
 
 // Whether a host process holds the experiment's lock right now.
-bool HostHoldsLock(const fs::path& dir) {
-  int fd = open((dir / "lock").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  // Exclusive: a run or resume host holds it exclusively, a serving view shared.
-  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  close(fd);
-  return held;
-}
-
-// A stored status no host would leave behind: the host died mid-run.
-bool UnfinishedStatus(const std::string& status) {
-  return status != "DONE" && status != "STOPPED" && status != "ERROR" && status != "UNKNOWN";
+// --detach: forks; the child becomes a session leader with its output in
+// <dir>/<log_name> and goes on to run (or serve) the experiment. The parent waits until
+// the child wrote host.json (the host is serving) or died, prints where to
+// find it and returns true with the exit code; the child gets false.
+bool Detach(const fs::path& dir, const std::string& id, const char* log_name, const char* what,
+            int* exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const fs::path log = dir / log_name;
+  pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "tunehost: fork: %s\n", std::strerror(errno));
+    *exit_code = kExitFailed;
+    return true;
+  }
+  if (child == 0) {
+    setsid();
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+    }
+    return false;
+  }
+  const fs::path host_file = dir / "host.json";
+  for (int i = 0; i < 600; ++i) {  // up to 60 s
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      std::fprintf(stderr, "tunehost: the detached host exited at once (status %d); see %s\n",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                   log.c_str());
+      *exit_code = kExitFailed;
+      return true;
+    }
+    std::ifstream in(host_file);
+    nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    if (j.is_object() && j.value("pid", 0) == child) {
+      const std::string workdir = dir.parent_path() == DefaultWorkingDir()
+                                      ? std::string()
+                                      : " --workdir " + dir.parent_path().string();
+      std::printf("experiment %s %s detached (pid %d)\ncontrol    %s\nlog        %s\n"
+                  "follow it  tunectl --experiment %s%s status\n",
+                  id.c_str(), what, static_cast<int>(child), j.value("control", "").c_str(),
+                  log.c_str(), id.c_str(), workdir.c_str());
+      *exit_code = kExitOk;
+      return true;
+    }
+    usleep(100 * 1000);
+  }
+  std::fprintf(stderr, "tunehost: the detached host (pid %d) did not start serving within 60 s; "
+               "see %s\n", static_cast<int>(child), log.c_str());
+  *exit_code = kExitFailed;
+  return true;
 }
 
 // The pid in a host.json whose process still runs, or 0.
@@ -314,29 +358,11 @@ int OpenStored(const std::string& id, const std::string& workdir, Store::Mode mo
     return kExitUsage;
   }
   *dir = (workdir.empty() ? DefaultWorkingDir() : fs::absolute(workdir)) / id;
-  Status st = Store::Open(*dir / "store.db", mode, store);
+  Status st = OpenStoredExperiment(*dir, mode, store, config);
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: experiment %s: %s\n", id.c_str(), st.message().c_str());
     return st.code() == Status::Code::kNotFound ? kExitUsage : kExitFailed;
   }
-  fs::path source;
-  std::string yaml;
-  st = (*store)->Config(&source, &yaml);
-  if (st.ok()) st = ParseExperimentConfig(yaml, source, config);
-  if (!st.ok()) {
-    std::fprintf(stderr, "tunehost: experiment %s: %s\n", id.c_str(), st.message().c_str());
-    return kExitFailed;
-  }
-  config->spec.id = id;
-  auto number = [&](const char* key, double fallback) {
-    auto v = (*store)->Meta(key);
-    return v ? std::strtod(v->c_str(), nullptr) : fallback;
-  };
-  config->spec.concurrency =
-      static_cast<uint32_t>(number("concurrency", config->spec.concurrency));
-  config->spec.max_trials = static_cast<uint64_t>(number("max_trials", config->spec.max_trials));
-  config->spec.max_duration_s = number("max_duration_s", config->spec.max_duration_s);
-  if (auto space = (*store)->LatestSearchSpace()) config->search_space = *space;
   return kExitOk;
 }
 

@@ -106,6 +106,9 @@ int Main(int argc, char** argv) {
                   "<experiment dir>/host.log); returns once the host serves");
   };
   add_detach(run_cmd, &run.detach);
+  run_cmd->add_option("--workdir", run.workdir,
+                      "where the experiment's directory goes (default: the file's "
+                      "experimentWorkingDirectory, else " + DefaultWorkingDir().string() + ")");
   run_cmd->add_option("--id", run.id,
                       "experiment id (default: 8 random characters); its directory is "
                       "<experimentWorkingDirectory>/<id>");
@@ -146,6 +149,10 @@ int Main(int argc, char** argv) {
                        "where experiments live (default: " + DefaultWorkingDir().string() + ")");
   view_cmd->add_option("--port-base", view.port_base, "bind ports N..N+3 (default: free ports)");
   view_cmd->add_flag("--once", view.once, "print the summary and exit instead of serving");
+  view_cmd->add_flag("--detach", view.detach,
+                     "serve in the background, detached from this terminal (output in "
+                     "<experiment dir>/view.log); returns once it serves")
+      ->excludes("--once");
   AddLogLevel(view_cmd, &log_level);
 
   std::string plugins_dir;

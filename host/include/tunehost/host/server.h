@@ -134,6 +134,11 @@ class Server {
   // offers); the control socket answers queries. After Bind, instead of
   // Configure.
   Status View(const protocol::ExperimentSpec& spec, const Store& store);
+  // Answers a query of the control API (wire-format.md §4.2) as the control
+  // socket would, without sockets: how tunectl reads a stored experiment
+  // (after View, without Bind). Requests that change the experiment are
+  // refused as on the socket.
+  Status AnswerQuery(const protocol::Body& request, protocol::Packed* data);
 
   // Called on the loop thread whenever a trial reaches its terminal state.
   void OnTrialEnd(std::function<void(const TrialSummary&)> callback);
