@@ -2,6 +2,7 @@
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,6 +193,45 @@ class RunCommandTest(unittest.TestCase):
         self.assertRegex(proc.stderr, r"assessor\.name: no assessor plugin named 'Nope' in .*"
                                       r"\(available: [^)]*\bmedianstop\b[^)]*\)")
         self.assertFalse(os.path.exists(os.path.join(tmp, "wd")), "nothing is created")
+
+    def test_several_plugin_directories_load_together_the_first_wins(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-plugin-dirs-")
+        first, second = os.path.join(tmp, "first"), os.path.join(tmp, "second")
+        os.makedirs(first)
+        os.makedirs(second)
+        shutil.copy(os.path.join(harness.PLUGIN_DIR, "random.so"), first)
+        for name in ("random.so", "tpe.so", "medianstop.so"):
+            shutil.copy(os.path.join(harness.PLUGIN_DIR, name), second)
+        dirs = first + ":" + second
+        listed = subprocess.run([harness.TUNEHOST, "plugins", "--plugins", dirs],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        files = {line.split()[1]: line.split()[-1] for line in listed.stdout.splitlines()
+                 if line.startswith(("tuner", "assessor"))}
+        self.assertEqual(files, {"random": os.path.join(first, "random.so"),
+                                 "tpe": os.path.join(second, "tpe.so"),
+                                 "medianstop": os.path.join(second, "medianstop.so")})
+        self.assertRegex(listed.stdout, r"refused:\n.*second/random\.so: duplicate tuner id "
+                                        r"org\.tunehost\.random, already loaded from "
+                                        r".*first/random\.so")
+        config = write(os.path.join(tmp, "config.yml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: "true"
+            trialConcurrency: 1
+            maxTrialNumber: 2
+            experimentWorkingDirectory: %s
+            tuner: {name: tpe}
+            assessor: {name: medianstop}
+            """ % os.path.join(tmp, "wd"))
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", dirs],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("plugins      %s (3 loaded, 1 refused)" % dirs, proc.stdout)
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", first],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("no tuner plugin named 'tpe' in %s (available: random)" % first,
+                      proc.stderr)
 
     def nni_script_experiment(self, env=None):
         """An NNI trial script with its own `import nni`, run as NNI's docs

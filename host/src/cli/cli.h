@@ -60,16 +60,19 @@ void AddLogLevel(CLI::App* cmd, std::string* level);
 void SetUpLogging(const std::string& level);
 fs::path DefaultPluginDir();
 void AddPluginDir(CLI::App* cmd, std::string* dir);
-// Loads every plugin of `dir`, logging each plugin (the registry logs each
-// refused file itself). Returns the directory used.
-fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option);
-// --plugins, or the default directory.
-fs::path PluginDir(const std::string& dir_option);
+// --plugins: one directory or several separated by ':' (as in PATH), or the
+// default directory.
+std::vector<fs::path> PluginDirs(const std::string& option);
+// Loads every plugin of the --plugins directories, in order (a name that an
+// earlier directory has is refused in a later one, and said so); with
+// `log`, logs each plugin (the registry logs each refused file itself).
+// Returns the directories, as --plugins spells them.
+std::string LoadPlugins(PluginRegistry* registry, const std::string& option, bool log = true);
 std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
                                      const std::string& name_or_id);
 // The config's tuner and assessor are among the loaded plugins; else one line
 // per missing one, naming the ones there are.
-Status CheckPluginsExist(const PluginRegistry& registry, const fs::path& plugin_dir,
+Status CheckPluginsExist(const PluginRegistry& registry, const std::string& plugin_dirs,
                          const ExperimentConfig& config);
 
 // --- the experiment directory ---

@@ -37,7 +37,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   }
 
   PluginRegistry registry;
-  const fs::path plugin_dir = LoadPlugins(&registry, args.plugins);
+  const std::string plugin_dir = LoadPlugins(&registry, args.plugins);
   if (st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
     return kExitUsage;
@@ -232,7 +232,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   std::printf("trials       %s, %u at a time, max duration %s\n",
               config.spec.max_trials ? std::to_string(config.spec.max_trials).c_str() : "unlimited",
               config.spec.concurrency, FormatDuration(config.spec.max_duration_s).c_str());
-  std::printf("plugins      %s (%zu loaded, %zu refused)\n", plugin_dir.string().c_str(),
+  std::printf("plugins      %s (%zu loaded, %zu refused)\n", plugin_dir.c_str(),
               registry.plugins().size(), registry.errors().size());
   if (wo.count > 0) {
     std::printf("workers      %zu x %s\n", wo.count, worker_binary.string().c_str());
@@ -356,8 +356,7 @@ int CmdRun(const RunArgs& args) {
   // --detach fork: no plugin crosses a fork).
   {
     PluginRegistry registry;
-    const fs::path plugin_dir = PluginDir(args.plugins);
-    registry.LoadDirectory(plugin_dir);
+    const std::string plugin_dir = LoadPlugins(&registry, args.plugins, /*log=*/false);
     if (st = CheckPluginsExist(registry, plugin_dir, config); !st.ok()) {
       std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
       return kExitUsage;

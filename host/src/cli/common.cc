@@ -131,28 +131,41 @@ fs::path DefaultPluginDir() {
 
 void AddPluginDir(CLI::App* cmd, std::string* dir) {
   cmd->add_option("--plugins", *dir,
-                  "plugin directory (default: " + DefaultPluginDir().string() + ")");
+                  "plugin directory, or several separated by ':' (an earlier one wins a name "
+                  "both have; default: " + DefaultPluginDir().string() + ")");
 }
 
-// Loads every plugin of `dir`, logging each plugin (the registry logs each
-// refused file itself). Returns the directory used.
-fs::path PluginDir(const std::string& dir_option) {
-  return dir_option.empty() ? DefaultPluginDir() : fs::path(dir_option);
+std::vector<fs::path> PluginDirs(const std::string& option) {
+  if (option.empty()) return {DefaultPluginDir()};
+  std::vector<fs::path> dirs;
+  size_t begin = 0;
+  while (begin <= option.size()) {
+    const size_t end = std::min(option.find(':', begin), option.size());
+    if (end > begin) dirs.emplace_back(option.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return dirs;
 }
 
-fs::path LoadPlugins(PluginRegistry* registry, const std::string& dir_option) {
-  fs::path dir = PluginDir(dir_option);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    spdlog::error("plugin directory {} does not exist", dir.string());
-    return dir;
+std::string LoadPlugins(PluginRegistry* registry, const std::string& option, bool log) {
+  std::string text;
+  for (const fs::path& dir : PluginDirs(option)) {
+    text += (text.empty() ? "" : ":") + dir.string();
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      spdlog::error("plugin directory {} does not exist", dir.string());
+      continue;
+    }
+    registry->LoadDirectory(dir);
   }
-  registry->LoadDirectory(dir);
-  for (const PluginInfo& p : registry->plugins()) {
-    spdlog::info("plugin {} {} ({} {}) from {}", p.kind, p.name, p.id, p.version, p.file.string());
+  if (log) {
+    for (const PluginInfo& p : registry->plugins()) {
+      spdlog::info("plugin {} {} ({} {}) from {}", p.kind, p.name, p.id, p.version,
+                   p.file.string());
+    }
+    if (registry->plugins().empty()) spdlog::warn("no plugins loaded from {}", text);
   }
-  if (registry->plugins().empty()) spdlog::warn("no plugins loaded from {}", dir.string());
-  return dir;
+  return text;
 }
 
 std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::string& kind,
@@ -160,7 +173,7 @@ std::optional<PluginInfo> FindPlugin(const PluginRegistry& registry, const std::
   return registry.Find(kind, name_or_id);
 }
 
-Status CheckPluginsExist(const PluginRegistry& registry, const fs::path& plugin_dir,
+Status CheckPluginsExist(const PluginRegistry& registry, const std::string& plugin_dirs,
                          const ExperimentConfig& config) {
   std::string problems;
   auto check = [&](const char* kind, const char* key, const protocol::PluginSpec& spec) {
@@ -171,7 +184,7 @@ Status CheckPluginsExist(const PluginRegistry& registry, const fs::path& plugin_
     }
     if (!problems.empty()) problems += "\n";
     problems += config.source_file.string() + ": " + key + ".name: no " + kind +
-                " plugin named '" + spec.name + "' in " + plugin_dir.string() + " (available: " +
+                " plugin named '" + spec.name + "' in " + plugin_dirs + " (available: " +
                 (available.empty() ? std::string("none") : available) + ")";
   };
   check("tuner", "tuner", config.spec.tuner);
