@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import tempfile
-import textwrap
 import unittest
 
 BUILD = os.environ["TH_BUILD_DIR"]
@@ -102,6 +101,105 @@ class OutOfTreePluginTest(unittest.TestCase):
         for t in trials:
             self.assertEqual(t["status"], "SUCCEEDED", t)
             self.assertEqual(t["final_metric"], t["parameters"]["layers"], t)
+
+
+C_EXPERIMENT = """\
+searchSpace:
+  optimizer: {_type: choice, _value: [sgd, adam, {lr: 0.1}]}
+  layers: {_type: randint, _value: [1, 4]}
+  dropout: {_type: uniform, _value: [0.1, 0.5]}
+  width: {_type: quniform, _value: [16, 256, 16]}
+  lr: {_type: loguniform, _value: [0.0001, 0.1]}
+  batch: {_type: qloguniform, _value: [8, 512, 8]}
+trialCommand: >-
+  /usr/bin/python3 -c "import json, os;
+  p = json.loads(os.environ['TUNEHOST_PARAMETERS']);
+  os.write(3, (json.dumps({'type': 'FINAL', 'value': p['dropout']}) + '\\n').encode())"
+trialConcurrency: 2
+maxTrialNumber: 40
+tuner:
+  name: crandom
+  classArgs: {seed: 7, optimize_mode: maximize}
+"""
+
+
+class CPluginTest(unittest.TestCase):
+    """examples/c-plugin: a tuner in C with Debian's msgpack-c, built against
+    the installed SDK package the way a C author builds one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="tunehost-c-plugin-test-")
+        prefix = os.path.join(cls.tmp.name, "prefix")
+        build = os.path.join(cls.tmp.name, "build")
+        run([CMAKE, "--install", BUILD, "--component", "tunehost-sdk", "--prefix", prefix])
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CMAKE_", "CFLAGS"))}
+        run([CMAKE, "-S", os.path.join(SOURCE, "examples", "c-plugin"), "-B", build,
+             "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_PREFIX_PATH=" + prefix], env=env)
+        run([CMAKE, "--build", build], env=env)
+        cls.plugin_dir = os.path.join(build, "plugins")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_experiment(self, text, check=True):
+        with tempfile.TemporaryDirectory() as d:
+            config = os.path.join(d, "experiment.yaml")
+            with open(config, "w", encoding="utf-8") as f:
+                f.write(text + "experimentWorkingDirectory: %s\n" % d)
+            summary_path = os.path.join(d, "summary.json")
+            proc = subprocess.run([TUNEHOST, "run", config, "--plugins", self.plugin_dir,
+                                   "--summary-json", summary_path, "--log-level", "warn"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=240)
+            if not check:
+                return proc, None
+            self.assertEqual(proc.returncode, 0, proc.stdout)
+            with open(summary_path, encoding="utf-8") as f:
+                return proc, json.load(f)
+
+    def test_plugin_exports_only_the_entry_and_loads(self):
+        out = run(["nm", "-D", "--defined-only", os.path.join(self.plugin_dir, "crandom.so")])
+        self.assertEqual([line.split()[-1] for line in out.splitlines() if line.strip()],
+                         ["th_plugin_entry"])
+        out = run([TUNEHOST, "plugins", "--plugins", self.plugin_dir])
+        self.assertRegex(out, r"tuner\s+crandom\s+org\.example\.crandom\s+1\.0\.0")
+        self.assertNotIn("refused", out)
+
+    def test_every_parameter_follows_its_type(self):
+        _, summary = self.run_experiment(C_EXPERIMENT)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 40)
+        for t in trials:
+            self.assertEqual(t["status"], "SUCCEEDED", t)
+            p = t["parameters"]
+            self.assertIn(p["optimizer"], ["sgd", "adam", {"lr": 0.1}])
+            self.assertIn(p["layers"], [1, 2, 3])
+            self.assertTrue(0.1 <= p["dropout"] <= 0.5, p)
+            self.assertTrue(16 <= p["width"] <= 256 and p["width"] % 16 == 0, p)
+            self.assertTrue(0.0001 <= p["lr"] <= 0.1, p)
+            self.assertTrue(8 <= p["batch"] <= 512 and p["batch"] % 8 == 0, p)
+            self.assertEqual(t["final_metric"], p["dropout"])
+        self.assertEqual(len({t["parameters"]["dropout"] for t in trials}), 40)
+        self.assertEqual({t["parameters"]["layers"] for t in trials}, {1, 2, 3})
+        # The seed makes the run repeatable.
+        _, again = self.run_experiment(C_EXPERIMENT)
+        self.assertEqual(sorted(t["parameters"]["lr"] for t in again["trials"]),
+                         sorted(t["parameters"]["lr"] for t in trials))
+
+    def test_what_it_cannot_do_is_refused_by_name(self):
+        space = C_EXPERIMENT.replace("{_type: uniform, _value: [0.1, 0.5]}",
+                                     "{_type: normal, _value: [0.3, 0.1]}")
+        # Refused when the experiment is configured: nothing runs, exit 2.
+        proc, _ = self.run_experiment(space, check=False)
+        self.assertEqual(proc.returncode, 2, proc.stdout)
+        self.assertIn("tuner crandom: dropout: crandom supports choice, randint", proc.stdout)
+        args = C_EXPERIMENT.replace("{seed: 7, optimize_mode: maximize}", "{seed: -1}")
+        proc, _ = self.run_experiment(args, check=False)
+        self.assertEqual(proc.returncode, 2, proc.stdout)
+        self.assertIn("classArgs: crandom takes seed", proc.stdout)
 
 
 if __name__ == "__main__":
