@@ -72,6 +72,29 @@ class OutOfTreePluginTest(unittest.TestCase):
                 self.assertNotIn(SOURCE, text, f"{name} refers to the source tree")
                 self.assertNotIn(BUILD, text, f"{name} refers to the build tree")
 
+    def test_sdk_configures_alone_and_installs_the_same_package(self):
+        # cmake -S sdk: no host dependencies (no ZeroMQ, SQLite, spdlog, ...).
+        alone_build = os.path.join(self.tmp.name, "sdk-alone")
+        alone_prefix = os.path.join(self.tmp.name, "sdk-alone-prefix")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CMAKE_", "CXXFLAGS"))}
+        out = run([CMAKE, "-S", os.path.join(SOURCE, "sdk"), "-B", alone_build], env=env)
+        self.assertNotIn("ZeroMQ", out)
+        with open(os.path.join(alone_build, "CMakeCache.txt"), encoding="utf-8") as f:
+            cache = f.read()
+        for host_dependency in ("cppzmq_DIR", "spdlog_DIR", "yaml-cpp_DIR", "SQLite3"):
+            self.assertNotIn(host_dependency, cache)
+        run([CMAKE, "--install", alone_build, "--prefix", alone_prefix])
+
+        def files(root):
+            return sorted(os.path.relpath(os.path.join(d, f), root)
+                          for d, _, names in os.walk(root) for f in names)
+        self.assertEqual(files(alone_prefix), files(self.prefix))
+        build = os.path.join(self.tmp.name, "build-against-alone")
+        run([CMAKE, "-S", os.path.join(SOURCE, "examples", "plugin"), "-B", build,
+             "-DCMAKE_PREFIX_PATH=" + alone_prefix], env=env)
+        run([CMAKE, "--build", build], env=env)
+        self.assertTrue(os.path.isfile(os.path.join(build, "plugins", "exhaustive.so")))
+
     def test_plugin_exports_only_the_entry(self):
         out = run(["nm", "-D", "--defined-only", os.path.join(self.plugin_dir, "exhaustive.so")])
         symbols = [line.split()[-1] for line in out.splitlines() if line.strip()]
