@@ -33,7 +33,14 @@ typedef struct th_plugin_descriptor {
   const char* const* kinds; /* NULL-terminated, e.g. {"tuner", NULL}; required */
 } th_plugin_descriptor_t;
 
-/* The one exported symbol of a plugin, named `th_plugin_entry`. */
+/* The one exported symbol of a plugin: an object, not a function. Define it
+ * as a constant of this type named `th_plugin_entry`, with default
+ * visibility, e.g.
+ *     TH_EXPORT const th_plugin_entry_t th_plugin_entry = {
+ *         {TH_VERSION_MAJOR, TH_VERSION_MINOR, TH_VERSION_REVISION},
+ *         Init, Deinit, GetFactory};
+ * The host finds it with dlsym, reads abi_version from it before calling
+ * anything, and calls its three functions. */
 typedef struct th_plugin_entry {
   th_version_t abi_version; /* first, always: the host checks it before anything else */
 
