@@ -16,22 +16,12 @@ import tunehost
 from tunehost.experiment import Experiment
 from tunehost.nni_config import AlgorithmConfig, ExperimentConfig, LocalConfig
 
+from test_experiment import binaries
+
 PYTHON_DIR = os.path.dirname(os.path.dirname(tunehost.__file__))
 NNI_COMPAT = os.path.join(PYTHON_DIR, "nni_compat")
 QUICKSTART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nni_quickstart")
 PYTHON = "/usr/bin/python3"
-
-
-def binaries():
-    """(tunehost, plugin dir) from TUNEHOST_BIN_DIR and TUNEHOST_PLUGIN_DIR
-    (set by ctest); skipped without them unless TUNEHOST_TEST_REQUIRE_BINARIES."""
-    bin_dir = os.environ.get("TUNEHOST_BIN_DIR")
-    plugin_dir = os.environ.get("TUNEHOST_PLUGIN_DIR")
-    if bin_dir and plugin_dir and os.path.exists(os.path.join(bin_dir, "tunehost")):
-        return os.path.join(bin_dir, "tunehost"), plugin_dir
-    if os.environ.get("TUNEHOST_TEST_REQUIRE_BINARIES"):
-        raise AssertionError("tunehost binary not found (TUNEHOST_BIN_DIR=%r)" % bin_dir)
-    raise unittest.SkipTest("TUNEHOST_BIN_DIR/TUNEHOST_PLUGIN_DIR not set (run through ctest)")
 
 
 def free_port_base():
@@ -128,7 +118,7 @@ class ConfigTest(unittest.TestCase):
 
 class QuickstartTest(unittest.TestCase):
     def setUp(self):
-        self.tunehost, self.plugins = binaries()
+        self.tunehost, self.plugins, _ = binaries()
         self.tmp = tempfile.mkdtemp(prefix="tunehost-nni-quickstart-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.code = os.path.join(self.tmp, "code")
