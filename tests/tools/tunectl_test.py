@@ -355,6 +355,15 @@ class StoredExperimentTest(unittest.TestCase):
         r = self.ctl.run("status", target=["--workdir", self.workdir, "--experiment", "nope"])
         self.assertEqual(r.returncode, 3)
         self.assertIn("tunectl experiments", r.stderr)
+        # A store others may write is not read (as host.json is not trusted then).
+        exp_dir = os.path.join(self.workdir, "stored1")
+        os.chmod(exp_dir, 0o777)
+        try:
+            r = self.run_ctl("status")
+        finally:
+            os.chmod(exp_dir, 0o700)
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn(exp_dir, r.stderr)
 
     def test_experiments_and_the_latest_one(self):
         listed = self.ok_json("experiments", target=["--workdir", self.workdir])["experiments"]

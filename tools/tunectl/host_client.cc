@@ -55,8 +55,8 @@ std::vector<ExperimentEntry> ListExperiments(const fs::path& workdir) {
   return out;
 }
 
-// --control EP, else --experiment ID's host.json, else the default endpoint;
-// the host's public key from --server-key, else from host.json.
+// See tunectl.h: --control, else --experiment (its host or its store), else
+// the most recent experiment a host runs, else the default endpoint.
 HostAddress FindHost(const GlobalOptions& o) {
   HostAddress a;
   if (!o.server_key_file.empty()) {
@@ -93,6 +93,12 @@ HostAddress FindHost(const GlobalOptions& o) {
     // No host runs it (host.json is removed when a host exits; left behind,
     // its host died): read its store.
     if (fs::exists(dir / experiment / "store.db", ec)) {
+      // Read only if it is the user's own, like host.json below (§9).
+      for (const fs::path& path : {dir / experiment, dir / experiment / "store.db"}) {
+        if (tunehost::Status st = p::CheckTrustedPath(path); !st.ok()) {
+          Fail(kExitUsage, st.message());
+        }
+      }
       a.stored_dir = dir / experiment;
       return a;
     }
