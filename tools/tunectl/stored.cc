@@ -70,10 +70,6 @@ Json CallStored(StoredExperiment& s, p::Body body) {
   return j;
 }
 
-}  // namespace tunehost::tunectl
-
-namespace tunehost::tunectl {
-
 // Every experiment under the workdir, newest first: read from each store
 // (read-only, beside a host that may be writing it).
 int Experiments(const GlobalOptions& o) {
