@@ -4,14 +4,15 @@
 # Usage: tools/setup-debian.sh [--test]
 #   --test  also what only the test suite uses: clang and libFuzzer (fuzzing),
 #           a one-node Slurm with munge and procps (tests/cluster), iproute2 (network
-#           namespaces for the two-machine test), python3-yaml (manifest checks)
+#           namespaces for the two-machine test), python3-yaml (manifest checks),
+#           chromium, chromium-driver, python3-selenium and a font (web UI tests)
 set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 test_packages=()
 if [[ ${1:-} == --test ]]; then
   test_packages=(clang libclang-rt-14-dev slurmctld slurmd slurm-client munge iproute2
-                 procps python3-yaml)
+                 procps python3-yaml chromium chromium-driver python3-selenium fonts-dejavu-core)
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
@@ -19,5 +20,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config \
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libmsgpack-dev libboost-dev libspdlog-dev \
   libgtest-dev libgmock-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
+  libcpp-httplib-dev libjs-chart.js \
   python3 python3-zmq python3-msgpack "${test_packages[@]}" >/dev/null
 echo "setup-debian: dependencies installed"

@@ -412,6 +412,9 @@ Status Server::View(const p::ExperimentSpec& spec, const Store& store) {
 Status Server::AnswerQuery(const p::Body& request, p::Packed* data) {
   return impl_->AnswerQuery(request, data);
 }
+void Server::Ask(p::Body request, std::function<void(const Status&, const p::Packed&)> done) {
+  impl_->Ask(std::move(request), std::move(done));
+}
 void Server::OnTick(std::function<void()> callback) { impl_->OnTick(std::move(callback)); }
 ProgressInfo Server::Progress() const { return impl_->Progress(); }
 void Server::OnTrialEnd(std::function<void(const TrialSummary&)> callback) {

@@ -122,6 +122,7 @@ class Server::Impl final : public EngineSink {
                      std::chrono::milliseconds grace);
   Status Restore(std::chrono::milliseconds grace);
   Status AnswerQuery(const protocol::Body& request, protocol::Packed* data);
+  void Ask(p::Body request, std::function<void(const Status&, const p::Packed&)> done);
   Status View(const p::ExperimentSpec& spec, const Store& store);
   void TrialChanged(const Trial& t, std::string_view event, std::string_view detail) override;
   void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override;
@@ -159,6 +160,9 @@ class Server::Impl final : public EngineSink {
   void HandleInitialize(const Peer& peer, const p::Initialize& in);
   void HandleRequestTrialJobs(const Peer& peer, uint32_t count);
   void HandleImport(const Peer& peer, const p::ImportData& fd);
+  // The control API's requests, from the socket or Ask: `done` after the commit.
+  void ControlRequest(const p::Body& request,
+                      std::function<void(const Status&, const p::Packed&)> done);
 
   // server_plugins.cc
   void PostTuner(std::function<void()> fn, const char* call);

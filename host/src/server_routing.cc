@@ -220,6 +220,39 @@ Status Server::Impl::AnswerQuery(const p::Body& request, p::Packed* data) {
                        request, data);
 }
 
+void Server::Impl::ControlRequest(const p::Body& request,
+                                  std::function<void(const Status&, const p::Packed&)> done) {
+  // The control API (wire-format.md §4.2): ST LT GT JS MT EX UX KT LW.
+  p::Packed data;
+  Status r = AnswerControl(engine_,
+                           ControlContext{spec_, bound_, ControlClock::Now(),
+                                          options_.keys ? &workers_by_key_ : nullptr},
+                           request, &data);
+  if (r.ok() && store_ && std::holds_alternative<p::UpdateLimits>(request)) {
+    // A resumed experiment keeps the limits it was changed to.
+    const EngineOptions& o = engine_.options();
+    store_->SetMeta("concurrency", static_cast<double>(o.concurrency));
+    store_->SetMeta("max_trials", static_cast<double>(o.max_trials));
+    store_->SetMeta("max_duration_s", std::chrono::duration<double>(o.max_duration).count());
+  }
+  AfterCommit([r, data = std::move(data), done = std::move(done)] { done(r, data); });
+}
+
+void Server::Impl::Ask(p::Body request,
+                       std::function<void(const Status&, const p::Packed&)> done) {
+  Complete([this, request = std::move(request), done = std::move(done)]() mutable {
+    if (!configured_) {
+      done(Status::BadState("no experiment yet"), {});
+    } else if (read_only_ && IsMutatingRequest(request)) {
+      done(Status::BadState("experiment is viewed read-only"), {});
+    } else if (!IsControlRequest(request)) {
+      done(Status::BadState("not a query of the control API"), {});
+    } else {
+      ControlRequest(request, std::move(done));
+    }
+  });
+}
+
 void Server::Impl::HandleControl(Peer peer, std::string_view bytes, const std::string& address,
                                  const std::string& user) {
   p::Message m;
@@ -263,21 +296,7 @@ void Server::Impl::HandleControl(Peer peer, std::string_view bytes, const std::s
   } else if (!configured_) {
     Reply(peer, Status::BadState("no experiment yet: send IN with an experiment first"));
   } else if (IsControlRequest(m.body)) {
-    // The control API (wire-format.md §4.2): ST LT GT JS MT EX UX KT LW.
-    p::Packed data;
-    Status r = AnswerControl(engine_,
-                             ControlContext{spec_, bound_, ControlClock::Now(),
-                                            options_.keys ? &workers_by_key_ : nullptr},
-                             m.body, &data);
-    if (r.ok() && store_ && std::holds_alternative<p::UpdateLimits>(m.body)) {
-      // A resumed experiment keeps the limits it was changed to.
-      const EngineOptions& o = engine_.options();
-      store_->SetMeta("concurrency", static_cast<double>(o.concurrency));
-      store_->SetMeta("max_trials", static_cast<double>(o.max_trials));
-      store_->SetMeta("max_duration_s",
-                      std::chrono::duration<double>(o.max_duration).count());
-    }
-    AfterCommit([this, peer, r, data = std::move(data)] {
+    ControlRequest(m.body, [this, peer](const Status& r, const p::Packed& data) {
       r.ok() ? ReplyOk(peer, data) : Reply(peer, r);
     });
   } else if (auto* b = std::get_if<p::RequestTrialJobs>(&m.body)) {

@@ -18,6 +18,7 @@
 #include "tunehost/host/server.h"
 #include "tunehost/host/store.h"
 #include "tunehost/host/stored_experiment.h"
+#include "tunehost/host/web_ui.h"
 #include "tunehost/protocol/limits.h"
 
 namespace tunehost::host::cli {
@@ -86,7 +87,8 @@ class HostFile {
   // workers' heartbeat interval, for `tunectl launch`.
   HostFile(fs::path file, const std::string& id, const Endpoints& ep,
            const std::string& server_key = "",
-           const std::pair<std::string, std::string>& trial = {}, int64_t heartbeat_ms = 0);
+           const std::pair<std::string, std::string>& trial = {}, int64_t heartbeat_ms = 0,
+           const std::string& ui_url = "");
   ~HostFile();
 
  private:
@@ -147,6 +149,16 @@ int PrepareSecurity(const SecurityArgs& args, const Endpoints& endpoints,
 Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
                              std::vector<std::string>* worker_args);
 
+// --- the web UI (web_ui.h) ---
+
+// --ui PORT|ADDRESS:PORT|off, on run, resume, serve and view.
+void AddWebUiOption(CLI::App* cmd, std::string* ui);
+// After Bind: serves the web UI of `server` unless --ui off (*ui stays
+// null). `insecure`: --insecure allows an address beyond loopback. An exit
+// code; a refusal says why on stderr.
+int StartWebUi(Server* server, const std::string& ui_option, bool insecure,
+               const fs::path& experiment_dir, bool read_only, std::unique_ptr<WebUi>* ui);
+
 // --- endpoints ---
 
 Endpoints FreeLoopbackEndpoints();
@@ -185,6 +197,7 @@ struct ServeArgs {
   int64_t heartbeat_ms = 1000;
   int64_t ack_timeout_ms = 2000;
   size_t max_connections = 0;  // 0: from the open-file limit
+  std::string ui = "127.0.0.1:0";
 };
 int CmdServe(const ServeArgs& args);
 
@@ -202,6 +215,7 @@ struct RunArgs {
   std::string log_level = "info";
   std::string bind_address;  // run: --bind (default 127.0.0.1)
   SecurityArgs security;
+  std::string ui = "127.0.0.1:0";
 };
 int CmdRun(const RunArgs& args);
 int CmdResume(const RunArgs& args);
@@ -212,7 +226,16 @@ struct ViewArgs {
   int port_base = 0;
   bool once = false;
   bool detach = false;
+  std::string ui = "127.0.0.1:0";
+  bool insecure = false;
 };
 int CmdView(const ViewArgs& args);
+
+struct ReportArgs {
+  std::string id;
+  std::string workdir;
+  std::string output;  // empty: <experiment dir>/report.html; "-": stdout
+};
+int CmdReport(const ReportArgs& args);
 
 }  // namespace tunehost::host::cli

@@ -162,10 +162,15 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
       return kExitFailed;
     }
   }
+  std::unique_ptr<WebUi> ui;
+  if (int ui_rc = StartWebUi(server.get(), args.ui, security.insecure, experiment_dir, false, &ui);
+      ui_rc != kExitOk) {
+    return ui_rc;
+  }
   HostFile host_file(experiment_dir / "host.json", config.spec.id, bound,
                      keys ? keys->server().public_key : std::string(),
                      {config.trial_command, config.trial_code_dir.string()},
-                     options.heartbeat_interval.count());
+                     options.heartbeat_interval.count(), ui ? ui->Url(true) : "");
 
   bool mode_from_config = false;
   const std::string mode = OptimizeModeOf(config.spec.tuner.args, &mode_from_config);
@@ -252,6 +257,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   std::printf("store        %s\n", store->file().string().c_str());
   std::printf("endpoints    control %s  jobs %s  results %s  events %s\n", bound.control.c_str(),
               bound.jobs.c_str(), bound.results.c_str(), bound.events.c_str());
+  if (ui) std::printf("web UI       %s\n", ui->Url(true).c_str());
   std::printf("\n");
   std::fflush(stdout);
 
@@ -288,6 +294,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
     return kExitFailed;
   }
   Status run_status = server->Run();
+  ui.reset();  // it asks the server, which answers no more
   progress.Done();
   workers.Stop();
 

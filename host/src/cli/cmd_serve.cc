@@ -29,7 +29,13 @@ int CmdServe(const ServeArgs& args) {
     return kExitFailed;
   }
   StopOnSignal stop(&server);
+  std::unique_ptr<WebUi> ui;
+  if (int rc = StartWebUi(&server, args.ui, args.security.insecure, {}, false, &ui); rc != kExitOk) {
+    return rc;
+  }
+  if (ui) spdlog::info("web UI {}", ui->Url(true));
   st = server.Run();
+  ui.reset();  // before the server it asks
   g_plugin_abandoned = server.abandoned_plugin();
   if (!st.ok()) {
     spdlog::error("{}", st.message());

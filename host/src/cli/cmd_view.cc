@@ -74,11 +74,18 @@ int CmdView(const ViewArgs& args) {
     return kExitFailed;
   }
   StopOnSignal stop(&server);
-  HostFile host_file(dir / "host.json", args.id, server.bound());
+  std::unique_ptr<WebUi> ui;
+  if (int ui_rc = StartWebUi(&server, args.ui, args.insecure, dir, true, &ui); ui_rc != kExitOk) {
+    return ui_rc;
+  }
+  HostFile host_file(dir / "host.json", args.id, server.bound(), "", {}, 0,
+                     ui ? ui->Url(true) : "");
   std::printf("serving read-only on control %s until stopped (Ctrl-C or `tunectl stop`)\n",
               server.bound().control.c_str());
+  if (ui) std::printf("web UI %s\n", ui->Url(true).c_str());
   std::fflush(stdout);
   st = server.Run();
+  ui.reset();  // before the server it asks
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
     return kExitFailed;

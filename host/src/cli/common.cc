@@ -219,7 +219,8 @@ Status MakePrivateDirectory(const fs::path& dir) {
 
 HostFile::HostFile(fs::path file, const std::string& id, const Endpoints& ep,
                    const std::string& server_key,
-                   const std::pair<std::string, std::string>& trial, int64_t heartbeat_ms)
+                   const std::pair<std::string, std::string>& trial, int64_t heartbeat_ms,
+                   const std::string& ui_url)
     : file_(std::move(file)) {
   nlohmann::ordered_json j = {{"experiment_id", id},     {"pid", static_cast<int>(getpid())},
                               {"control", ep.control}, {"jobs", ep.jobs},
@@ -231,6 +232,8 @@ HostFile::HostFile(fs::path file, const std::string& id, const Endpoints& ep,
     j["trial_code_directory"] = trial.second;
   }
   if (heartbeat_ms > 0) j["heartbeat_ms"] = heartbeat_ms;
+  // The web UI with its admin token: the file is its user's only (0600).
+  if (!ui_url.empty()) j["ui"] = ui_url;
   fs::path tmp = file_;
   tmp += ".tmp";
   Status st = WritePrivateFile(tmp, j.dump(1) + "\n");
@@ -447,6 +450,36 @@ Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
   worker_args->insert(worker_args->end(), {"--key", (dir / "local-worker.key_secret").string(),
                                            "--server-key", (dir / "server.key").string()});
   return Status::Ok();
+}
+
+
+void AddWebUiOption(CLI::App* cmd, std::string* ui) {
+  cmd->add_option("--ui", *ui,
+                  "serve the web UI on PORT or ADDRESS:PORT (0: a free port; loopback "
+                  "unless --insecure), or off")
+      ->capture_default_str();
+}
+
+int StartWebUi(Server* server, const std::string& ui_option, bool insecure,
+               const fs::path& experiment_dir, bool read_only, std::unique_ptr<WebUi>* ui) {
+  WebUiOptions options;
+  bool enabled = false;
+  Status st = ParseWebUiAddress(ui_option, insecure, &enabled, &options);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+    return kExitUsage;
+  }
+  if (!enabled) return kExitOk;
+  options.experiment_dir = experiment_dir;
+  options.read_only = read_only;
+  auto started = std::make_unique<WebUi>(server, options);
+  st = started->Start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
+    return kExitFailed;
+  }
+  *ui = std::move(started);
+  return kExitOk;
 }
 
 }  // namespace tunehost::host::cli

@@ -1,6 +1,6 @@
 // The tunehost command line: `serve` (a host for remote workers and clients),
 // `run` (one experiment from a YAML file with local workers), `resume` and
-// `view` (a stored experiment), `plugins`. Each subcommand is a file of its
+// `view` (a stored experiment), `report` (one HTML file), `plugins`. Each subcommand is a file of its
 // own (cmd_*.cc); this one reads the command line.
 #include <unistd.h>
 
@@ -71,6 +71,7 @@ int Main(int argc, char** argv) {
                    "connections each socket admits (default: the open-file limit shared by the "
                    "four sockets, at most 4096)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  AddWebUiOption(serve_cmd, &serve.ui);
   AddLogLevel(serve_cmd, &log_level);
 
   RunArgs run;
@@ -100,6 +101,7 @@ int Main(int argc, char** argv) {
         ->check(CLI::Range(0, static_cast<int>(kMaxLocalWorkers)));
   };
   add_local_workers(run_cmd, &run.local_workers);
+  AddWebUiOption(run_cmd, &run.ui);
   auto add_detach = [](CLI::App* cmd, bool* detach) {
     cmd->add_flag("--detach", *detach,
                   "run in the background, detached from this terminal (output in "
@@ -138,6 +140,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   add_local_workers(resume_cmd, &resume.local_workers);
   AddSecurityOptions(resume_cmd, &resume.security);
+  AddWebUiOption(resume_cmd, &resume.ui);
   add_detach(resume_cmd, &resume.detach);
   AddLogLevel(resume_cmd, &log_level);
 
@@ -153,7 +156,21 @@ int Main(int argc, char** argv) {
                      "serve in the background, detached from this terminal (output in "
                      "<experiment dir>/view.log); returns once it serves")
       ->excludes("--once");
+  AddWebUiOption(view_cmd, &view.ui);
+  view_cmd->add_flag("--insecure", view.insecure, "allow --ui on an address beyond loopback");
   AddLogLevel(view_cmd, &log_level);
+
+  ReportArgs report;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "write a stored experiment's web UI as one HTML file that opens offline");
+  report_cmd->add_option("ID", report.id, "experiment id")->required();
+  report_cmd->add_option("--workdir", report.workdir,
+                         "where experiments live (default: " + DefaultWorkingDir().string() +
+                             ")");
+  report_cmd->add_option("-o,--output", report.output,
+                         "the file to write (default: <experiment dir>/report.html; - for "
+                         "standard output)");
+  AddLogLevel(report_cmd, &log_level);
 
   std::string plugins_dir;
   CLI::App* plugins_cmd = app.add_subcommand("plugins", "list the plugins that load");
@@ -180,6 +197,8 @@ int Main(int argc, char** argv) {
     rc = CmdResume(resume);
   } else if (view_cmd->parsed()) {
     rc = CmdView(view);
+  } else if (report_cmd->parsed()) {
+    rc = CmdReport(report);
   } else {
     rc = CmdPlugins(plugins_dir);
   }

@@ -3,6 +3,7 @@ statements of its main.py, unchanged, in nni_quickstart/) run with its own
 `from nni.experiment import Experiment`, and what a quickstart user does
 next: query after run(), connect(port), view and resume by id."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import tunehost
 from tunehost.experiment import Experiment
@@ -25,7 +27,7 @@ PYTHON = "/usr/bin/python3"
 
 
 def free_port_base():
-    """A port p with p … p+3 free on loopback (the host binds four)."""
+    """A port p with p … p+4 free on loopback (the web UI, then four sockets)."""
     for _ in range(50):
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
@@ -33,7 +35,7 @@ def free_port_base():
         probe.close()
         held = []
         try:
-            for p in range(base, base + 4):
+            for p in range(base, base + 5):
                 s = socket.socket()
                 held.append(s)
                 s.bind(("127.0.0.1", p))
@@ -43,7 +45,7 @@ def free_port_base():
         finally:
             for s in held:
                 s.close()
-    raise AssertionError("no four consecutive free ports")
+    raise AssertionError("no five consecutive free ports")
 
 
 def processes_of(experiment_id):
@@ -202,6 +204,13 @@ class QuickstartTest(unittest.TestCase):
         self.assertTrue(exp.run(port))
         self.assertEqual(exp.port, port)
         self.assertEqual(exp.get_status(), "DONE")
+        # NNI's web portal is on the port (the sockets on the four after it).
+        self.assertTrue(exp.url.startswith("http://127.0.0.1:%d/?token=" % port), exp.url)
+        base, _, token = exp.url.partition("/?token=")
+        request = urllib.request.Request(base + "/api/trials",
+                                         headers={"Authorization": "Bearer " + token})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            self.assertEqual(json.load(reply)["total"], 4)
         results = exp.export_data()
         self.assertEqual(len(results), 4)
         metrics = exp.get_job_metrics()

@@ -31,9 +31,11 @@ key, ``key_file=`` or ``$TUNEHOST_KEY``, see :mod:`tunehost.keys`). Results
 come back as the dataclasses of :mod:`tunehost.experiment_data`, with NNI's
 field names (``nni/experiment/data.py``) plus tunehost's extra fields.
 
-A port means what NNI's does, where the experiment answers: the host binds
-its control, jobs, results and events sockets on 127.0.0.1 ports
-``port`` … ``port+3``; ``Experiment.connect(port)`` finds it there. Once
+A port means what NNI's does, where the experiment answers: its web UI is
+on 127.0.0.1 ``port`` (``http://127.0.0.1:PORT``, :attr:`Experiment.url`
+with its access token), and the host binds its control, jobs, results and
+events sockets on the ports after it, ``port+1`` … ``port+4``;
+``Experiment.connect(port)`` finds it there. Once
 ``tunehost run`` has ended (it exits when the experiment is finished), the
 next query, and :meth:`Experiment.run` itself, start ``tunehost view ID``
 on the same ports, so the experiment stays queryable until :meth:`stop`,
@@ -101,6 +103,15 @@ def parse_duration(value):
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _port_args(port):
+    """The host's arguments for NNI's port: the web UI on it, the sockets on
+    the four after it (none: free ports)."""
+    if port is None:
+        return []
+    port = int(port)
+    return ["--ui", f"127.0.0.1:{port}", "--port-base", str(port + 1)]
 
 
 def _new_id():
@@ -279,6 +290,12 @@ class Experiment:
     # -------------------------------------------------------------- lifecycle
 
     @property
+    def url(self):
+        """The web UI of the host this object started or found by id, with
+        its admin token (NNI's "Web portal URL"); None if it has none."""
+        return (self.endpoints or {}).get("ui")
+
+    @property
     def host_file(self):
         """``<workdir>/<id>/host.json``, written by the host while it runs."""
         return os.path.join(self.workdir, self.id, "host.json")
@@ -287,9 +304,9 @@ class Experiment:
         """Starts ``tunehost run FILE --id ID`` in the background and returns
         once the host is serving (its host.json names this process).
 
-        ``port``: bind the control, jobs, results and events sockets on
-        127.0.0.1 ports ``port`` … ``port+3`` (``--port-base``; default: free
-        ports). ``debug``: host log level debug. ``run_mode``: unless
+        ``port``: the web UI on 127.0.0.1 ``port`` and the control, jobs,
+        results and events sockets on ``port+1`` … ``port+4`` (default: free
+        ports); the UI's address is then :attr:`url`. ``debug``: host log level debug. ``run_mode``: unless
         ``"detach"``, the experiment is stopped when this Python process
         exits, as NNI does. The host's output goes to :attr:`log_path`.
         Raises RuntimeError when the host exits or does not come up within
@@ -331,9 +348,9 @@ class Experiment:
         return status in ("DONE", "STOPPED")
 
     def _start_host(self, args, port, debug, run_mode, timeout=60.0):
-        if port is not None:
-            args = args + ["--port-base", str(int(port))]
-        self._spawn(args, debug, timeout)
+        self._spawn(args + _port_args(port), debug, timeout)
+        if self.url:
+            print(f"tunehost: experiment {self.id}: web UI {self.url}", flush=True)
         self.port = port
         if run_mode != RunMode.Detach:
             atexit.register(self.stop)
@@ -346,9 +363,7 @@ class Experiment:
         self._ended = self._final_status()
         self.close()
         self.run_process = self.process
-        args = ["view", self.id, "--workdir", self.workdir]
-        if self.port is not None:
-            args += ["--port-base", str(int(self.port))]
+        args = ["view", self.id, "--workdir", self.workdir] + _port_args(self.port)
         self._spawn(args, False, 60.0, pass_plugins=False, log_name="view.log")
 
     def wait(self, timeout=None, poll_interval=1.0):
@@ -415,7 +430,8 @@ class Experiment:
     def connect(cls, experiment, workdir=None, timeout_ms=DEFAULT_TIMEOUT_MS, *, key_file=None,
                 server_key_file=None):
         """An Experiment attached to a running host: ``experiment`` is a port
-        (NNI's ``connect(port)``: the control socket on 127.0.0.1 there), an
+        (NNI's ``connect(port)``: the web UI's port, as ``run(port)`` took;
+        the control socket is on 127.0.0.1 ``port+1``), an
         experiment id (found through ``<workdir>/<id>/host.json``) or a control
         endpoint (``tcp://…``). Raises ControlTimeout when the host does not
         answer, KeyFileError for keys that cannot be used (or none when the
@@ -426,7 +442,7 @@ class Experiment:
         ``$TUNEHOST_SERVER_KEY``) gives one."""
         options = dict(timeout_ms=timeout_ms, key_file=key_file, server_key_file=server_key_file)
         if isinstance(experiment, int) and not isinstance(experiment, bool):
-            experiment = f"tcp://127.0.0.1:{experiment}"
+            experiment = f"tcp://127.0.0.1:{experiment + 1}"
         if re.match(r"^[a-z]+://", experiment):
             exp = cls(workdir=workdir, **options)
             exp._attach(experiment)
@@ -482,11 +498,11 @@ class Experiment:
 
     def _view(self, port=None, non_blocking=False):
         """``Experiment(None, id=ID).view(port, non_blocking)`` (NNI 3)."""
-        args = ["view", self.id, "--workdir", self.workdir]
-        if port is not None:
-            args += ["--port-base", str(int(port))]
+        args = ["view", self.id, "--workdir", self.workdir] + _port_args(port)
         self._spawn(args, False, 60.0, pass_plugins=False)
         self.port = port
+        if self.url:
+            print(f"tunehost: experiment {self.id}: web UI {self.url}", flush=True)
         if not non_blocking:
             try:
                 self.process.wait()

@@ -139,6 +139,13 @@ class Server {
   // (after View, without Bind). Requests that change the experiment are
   // refused as on the socket.
   Status AnswerQuery(const protocol::Body& request, protocol::Packed* data);
+  // Thread-safe: answers a control API request (wire-format.md §4.2: ST LT
+  // GT JS MT EX UX KT) on the loop thread as the control socket would, for
+  // a client inside the process (the web UI). `done` runs on the loop thread
+  // once the reply may be sent (after the store commit that follows a
+  // change); never if the loop is not running: callers wait with a timeout.
+  void Ask(protocol::Body request,
+           std::function<void(const Status&, const protocol::Packed&)> done);
 
   // Called on the loop thread whenever a trial reaches its terminal state.
   void OnTrialEnd(std::function<void(const TrialSummary&)> callback);
