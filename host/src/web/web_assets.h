@@ -9,7 +9,7 @@ namespace tunehost::host::web_assets {
 
 extern const std::string_view kIndexHtml;  // host/web/index.html
 extern const std::string_view kAppCss;     // host/web/app.css
-extern const std::string_view kAppJs;      // host/web/app.js
+extern const std::string_view kAppJs;      // host/web/app/*.js, joined
 extern const std::string_view kChartJs;    // /usr/share/javascript/chart.js/chart.min.js
 
 }  // namespace tunehost::host::web_assets
