@@ -352,6 +352,9 @@ class WebUiBrowserTest(unittest.TestCase):
             screenshot(self.driver, "viewed-experiment")
             self.assertEqual(severe(self.driver), [])
         finally:
+            # Leave the page before its host goes away (as above).
+            self.driver.get("about:blank")
+            severe(self.driver)
             view.terminate()
             view.wait(timeout=30)
             out.close()
