@@ -5,14 +5,16 @@
 #   --test  also what only the test suite uses: clang and libFuzzer (fuzzing),
 #           a one-node Slurm with munge and procps (tests/cluster), iproute2 (network
 #           namespaces for the two-machine test), python3-yaml (manifest checks),
-#           chromium, chromium-driver, python3-selenium and a font (web UI tests)
+#           chromium, chromium-driver, python3-selenium and a font (web UI tests),
+#           openssl (a certificate for the HTTPS test)
 set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 test_packages=()
 if [[ ${1:-} == --test ]]; then
   test_packages=(clang libclang-rt-14-dev slurmctld slurmd slurm-client munge iproute2
-                 procps python3-yaml chromium chromium-driver python3-selenium fonts-dejavu-core)
+                 procps python3-yaml chromium chromium-driver python3-selenium fonts-dejavu-core
+                 openssl)
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -254,6 +255,11 @@ class WebUiAccessTest(unittest.TestCase):
         self.assertIn("ssh -L", subprocess.run(
             [harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR, "--ui",
              "0.0.0.0:0"], cwd=tmp, capture_output=True, text=True, timeout=60).stderr)
+        # A certificate without its key (and the reverse) is a usage error.
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                               "--ui-cert", config], cwd=tmp, capture_output=True, text=True,
+                              timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
         open(os.path.join(tmp, "release", "all"), "w").close()
         # Every address, with --insecure: reached by any name, still behind the token.
         proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
@@ -266,6 +272,57 @@ class WebUiAccessTest(unittest.TestCase):
                               cwd=tmp, capture_output=True, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertNotIn("web UI", proc.stdout)
+
+
+class WebUiTlsTest(unittest.TestCase):
+    """--ui-cert/--ui-key: HTTPS, and with it an address beyond loopback."""
+
+    def test_https_with_a_certificate(self):
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl is not installed")
+        tmp = tempfile.mkdtemp(prefix="tunehost-webui-tls-")
+        cert, key = os.path.join(tmp, "ui.crt"), os.path.join(tmp, "ui.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        # A key that is not the certificate's: refused before anything runs.
+        wrong = write_experiment(tmp, 1, 1)
+        proc = subprocess.run([harness.TUNEHOST, "run", wrong, "--plugins", harness.PLUGIN_DIR,
+                               "--ui-cert", cert, "--ui-key", cert],
+                              cwd=tmp, capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("cannot use the certificate", proc.stderr)
+
+        # Beyond loopback without --insecure, since it speaks TLS.
+        run = RunningExperiment(max_trials=1, concurrency=1,
+                                extra=["--ui", "0.0.0.0:0", "--ui-cert", cert, "--ui-key", key])
+        self.addCleanup(run.close)
+        self.assertTrue(run.url.startswith("https://"), run.url)
+        port = run.url.split("/?token=")[0].rsplit(":", 1)[1]
+        token = run.url.split("/?token=")[1]
+        context = ssl.create_default_context(cafile=cert)
+        request = urllib.request.Request("https://127.0.0.1:%s/api/status" % port,
+                                         headers={"Authorization": "Bearer " + token})
+        with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+            self.assertEqual(json.load(reply)["experiment_id"], "webui")
+        # The cookie is Secure.
+        no_redirect = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), NoRedirect())
+        try:
+            no_redirect.open("https://127.0.0.1:%s/?token=%s" % (port, token), timeout=10)
+            self.fail("expected a redirect")
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 303)
+            self.assertIn("Secure", e.headers["Set-Cookie"])
+        # Plain HTTP gets no page.
+        with self.assertRaises(Exception):
+            urllib.request.urlopen("http://127.0.0.1:%s/api/status" % port, timeout=5).read()
+        self.assertEqual(run.finish()["status"], "DONE")
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
 
 
 @require_browser

@@ -151,12 +151,16 @@ Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
 
 // --- the web UI (web_ui.h) ---
 
-// --ui PORT|ADDRESS:PORT|off, on run, resume, serve and view.
-void AddWebUiOption(CLI::App* cmd, std::string* ui);
+struct WebUiArgs {
+  std::string address = "127.0.0.1:0";  // --ui PORT|ADDRESS:PORT|off
+  std::string cert_file, key_file;      // --ui-cert, --ui-key: HTTPS
+};
+// --ui, --ui-cert and --ui-key, on run, resume, serve and view.
+void AddWebUiOptions(CLI::App* cmd, WebUiArgs* args);
 // After Bind: serves the web UI of `server` unless --ui off (*ui stays
-// null). `insecure`: --insecure allows an address beyond loopback. An exit
-// code; a refusal says why on stderr.
-int StartWebUi(Server* server, const std::string& ui_option, bool insecure,
+// null). `insecure`: --insecure allows an address beyond loopback without
+// TLS. An exit code; a refusal says why on stderr.
+int StartWebUi(Server* server, const WebUiArgs& args, bool insecure,
                const fs::path& experiment_dir, bool read_only, std::unique_ptr<WebUi>* ui);
 
 // --- endpoints ---
@@ -197,7 +201,7 @@ struct ServeArgs {
   int64_t heartbeat_ms = 1000;
   int64_t ack_timeout_ms = 2000;
   size_t max_connections = 0;  // 0: from the open-file limit
-  std::string ui = "127.0.0.1:0";
+  WebUiArgs ui;
 };
 int CmdServe(const ServeArgs& args);
 
@@ -215,7 +219,7 @@ struct RunArgs {
   std::string log_level = "info";
   std::string bind_address;  // run: --bind (default 127.0.0.1)
   SecurityArgs security;
-  std::string ui = "127.0.0.1:0";
+  WebUiArgs ui;
 };
 int CmdRun(const RunArgs& args);
 int CmdResume(const RunArgs& args);
@@ -226,7 +230,7 @@ struct ViewArgs {
   int port_base = 0;
   bool once = false;
   bool detach = false;
-  std::string ui = "127.0.0.1:0";
+  WebUiArgs ui;
   bool insecure = false;
 };
 int CmdView(const ViewArgs& args);

@@ -453,18 +453,26 @@ Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
 }
 
 
-void AddWebUiOption(CLI::App* cmd, std::string* ui) {
-  cmd->add_option("--ui", *ui,
-                  "serve the web UI on PORT or ADDRESS:PORT (0: a free port; loopback "
-                  "unless --insecure), or off")
+void AddWebUiOptions(CLI::App* cmd, WebUiArgs* args) {
+  cmd->add_option("--ui", args->address,
+                  "serve the web UI on PORT or ADDRESS:PORT (0: a free port; loopback unless "
+                  "TLS or --insecure), or off")
       ->capture_default_str();
+  CLI::Option* cert = cmd->add_option("--ui-cert", args->cert_file,
+                                      "serve the web UI over HTTPS with this certificate (PEM)");
+  CLI::Option* key = cmd->add_option("--ui-key", args->key_file,
+                                     "the private key of --ui-cert (PEM, unencrypted)");
+  cert->needs(key);
+  key->needs(cert);
 }
 
-int StartWebUi(Server* server, const std::string& ui_option, bool insecure,
+int StartWebUi(Server* server, const WebUiArgs& args, bool insecure,
                const fs::path& experiment_dir, bool read_only, std::unique_ptr<WebUi>* ui) {
   WebUiOptions options;
+  options.cert_file = args.cert_file;
+  options.key_file = args.key_file;
   bool enabled = false;
-  Status st = ParseWebUiAddress(ui_option, insecure, &enabled, &options);
+  Status st = ParseWebUiAddress(args.address, insecure, &enabled, &options);
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
     return kExitUsage;
@@ -476,7 +484,7 @@ int StartWebUi(Server* server, const std::string& ui_option, bool insecure,
   st = started->Start();
   if (!st.ok()) {
     std::fprintf(stderr, "tunehost: %s\n", st.message().c_str());
-    return kExitFailed;
+    return st.code() == Status::Code::kBadField ? kExitUsage : kExitFailed;
   }
   *ui = std::move(started);
   return kExitOk;

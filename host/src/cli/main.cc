@@ -71,7 +71,7 @@ int Main(int argc, char** argv) {
                    "connections each socket admits (default: the open-file limit shared by the "
                    "four sockets, at most 4096)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  AddWebUiOption(serve_cmd, &serve.ui);
+  AddWebUiOptions(serve_cmd, &serve.ui);
   AddLogLevel(serve_cmd, &log_level);
 
   RunArgs run;
@@ -101,7 +101,7 @@ int Main(int argc, char** argv) {
         ->check(CLI::Range(0, static_cast<int>(kMaxLocalWorkers)));
   };
   add_local_workers(run_cmd, &run.local_workers);
-  AddWebUiOption(run_cmd, &run.ui);
+  AddWebUiOptions(run_cmd, &run.ui);
   auto add_detach = [](CLI::App* cmd, bool* detach) {
     cmd->add_flag("--detach", *detach,
                   "run in the background, detached from this terminal (output in "
@@ -140,7 +140,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   add_local_workers(resume_cmd, &resume.local_workers);
   AddSecurityOptions(resume_cmd, &resume.security);
-  AddWebUiOption(resume_cmd, &resume.ui);
+  AddWebUiOptions(resume_cmd, &resume.ui);
   add_detach(resume_cmd, &resume.detach);
   AddLogLevel(resume_cmd, &log_level);
 
@@ -156,7 +156,7 @@ int Main(int argc, char** argv) {
                      "serve in the background, detached from this terminal (output in "
                      "<experiment dir>/view.log); returns once it serves")
       ->excludes("--once");
-  AddWebUiOption(view_cmd, &view.ui);
+  AddWebUiOptions(view_cmd, &view.ui);
   view_cmd->add_flag("--insecure", view.insecure, "allow --ui on an address beyond loopback");
   AddLogLevel(view_cmd, &log_level);
 

@@ -143,11 +143,11 @@ Status ParseWebUiAddress(const std::string& text, bool insecure, bool* enabled,
     return Status::BadField("--ui " + text + ": expected PORT, ADDRESS:PORT or off");
   }
   const bool loopback = address == "127.0.0.1" || address == "::1" || address == "localhost";
-  if (!loopback && !insecure) {
+  if (!loopback && !insecure && options->cert_file.empty()) {
     return Status::Forbidden("--ui " + text +
-                             ": the web UI speaks HTTP without TLS, so it binds loopback only "
-                             "(reach it with ssh -L " + port + ":127.0.0.1:" + port +
-                             "), or elsewhere with --insecure");
+                             ": without TLS the web UI binds loopback only (reach it with ssh -L " +
+                             port + ":127.0.0.1:" + port +
+                             "); elsewhere give --ui-cert and --ui-key, or --insecure");
   }
   options->address = address == "localhost" ? "127.0.0.1" : address;
   options->port = static_cast<int>(n);
@@ -155,15 +155,26 @@ Status ParseWebUiAddress(const std::string& text, bool insecure, bool* enabled,
 }
 
 struct WebUi::State {
+  State(Server* s, WebUiOptions o) : server(s), options(std::move(o)) {}
+
   Server* server;
   WebUiOptions options;
   std::string admin_token = RandomToken();
   std::string viewer_token = RandomToken();
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> server_storage = MakeServer();
+  httplib::Server& http = *server_storage;
   std::thread thread;
   std::atomic<bool> listening_ended{false};
   std::atomic<bool> stopping{false};
   int port = 0;
+
+  bool tls() const { return !options.cert_file.empty(); }
+
+  std::unique_ptr<httplib::Server> MakeServer() const {
+    if (!tls()) return std::make_unique<httplib::Server>();
+    return std::make_unique<httplib::SSLServer>(options.cert_file.c_str(),
+                                                options.key_file.c_str());
+  }
 
   std::string CookieName() const { return "tunehost_token_" + std::to_string(port); }
 
@@ -220,7 +231,8 @@ struct WebUi::State {
       char name[256] = {};
       a = gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "127.0.0.1";
     }
-    return "http://" + (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":" +
+    return (tls() ? "https://" : "http://") +
+           (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":" +
            std::to_string(port) + "/?token=" + (admin ? admin_token : viewer_token);
   }
 
@@ -242,7 +254,8 @@ void WebUi::State::Routes() {
       const std::string token = req.get_param_value("token");
       if (SameToken(token, admin_token) || SameToken(token, viewer_token)) {
         res.set_header("Set-Cookie",
-                       CookieName() + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
+                       CookieName() + "=" + token + "; Path=/; HttpOnly; SameSite=Lax" +
+                           (tls() ? "; Secure" : ""));
         res.set_redirect("/", 303);  // the token leaves the address bar
         return httplib::Server::HandlerResponse::Handled;
       }
@@ -343,15 +356,18 @@ void WebUi::State::Routes() {
   });
 }
 
-WebUi::WebUi(Server* server, WebUiOptions options) : state_(std::make_unique<State>()) {
-  state_->server = server;
-  state_->options = std::move(options);
-}
+WebUi::WebUi(Server* server, WebUiOptions options)
+    : state_(std::make_unique<State>(server, std::move(options))) {}
 
 WebUi::~WebUi() { Stop(); }
 
 Status WebUi::Start() {
   State& s = *state_;
+  if (s.tls() && !s.http.is_valid()) {
+    return Status::BadField("web UI: cannot use the certificate " + s.options.cert_file +
+                            " with the key " + s.options.key_file +
+                            " (PEM files, the key unencrypted)");
+  }
   s.http.new_task_queue = [] { return new httplib::ThreadPool(2); };
   s.http.set_payload_max_length(kMaxBodyBytes);
   s.http.set_read_timeout(5, 0);

@@ -7,8 +7,8 @@
 // wire-format.md §9. The URL tunehost prints carries the admin token; the
 // page turns it into a cookie. The server answers only Host headers naming
 // the address it is bound to (no DNS rebinding), changes only on POSTs with
-// a JSON body (no cross-site form posts), and binds loopback unless told
-// otherwise (HTTP without TLS: elsewhere only with --insecure).
+// a JSON body (no cross-site form posts), and binds loopback unless it
+// speaks TLS (a certificate and key given) or is told --insecure.
 #pragma once
 
 #include <chrono>
@@ -29,6 +29,8 @@ struct WebUiOptions {
   // each trial's log directory; empty: not shown.
   std::filesystem::path experiment_dir;
   bool read_only = false;  // a viewed experiment: no control actions
+  // HTTPS with this certificate chain and private key (PEM); both or neither.
+  std::string cert_file, key_file;
   std::chrono::milliseconds answer_timeout{10000};
 };
 
@@ -58,7 +60,8 @@ class WebUi {
 std::string ReportPage(const std::string& data_json);
 
 // The parts of a web UI address ("8080", "127.0.0.1:8080", "[::1]:0", "off").
-// *enabled is false for "off". Loopback only unless `insecure`.
+// *enabled is false for "off". Loopback only, unless options->cert_file is
+// set (TLS) or `insecure`.
 Status ParseWebUiAddress(const std::string& text, bool insecure, bool* enabled,
                          WebUiOptions* options);
 
