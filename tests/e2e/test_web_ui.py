@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -68,16 +69,63 @@ def require_browser(test):
 
 
 def start_browser(profile_dir):
+    """Headless chromium and a chromedriver attached to it, both of our own,
+    both on 127.0.0.1 ports: selenium's Service and chromedriver's own
+    launch connect to "localhost", which a minimal Debian root (no
+    /etc/hosts) cannot resolve. quit_browser ends all three."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,2400", "--user-data-dir=" + profile_dir,
-                "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    processes = []
+
+    def start(command, port, name):
+        log = open(os.path.join(profile_dir, name + ".log"), "w")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+        log.close()
+        processes.append(process)
+
+        def listening():
+            if process.poll() is not None:
+                raise AssertionError("%s exited with code %d" % (name, process.returncode))
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        harness.wait_for(listening, 60, "%s on port %d" % (name, port))
+
+    try:
+        devtools, driver_port = harness.free_ports(2)
+        start([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+               "--disable-dev-shm-usage", "--window-size=1280,2400",
+               "--user-data-dir=" + os.path.join(profile_dir, "profile"), "--no-first-run",
+               "--disable-extensions", "--remote-debugging-address=127.0.0.1",
+               "--remote-debugging-port=%d" % devtools, "about:blank"], devtools, "chromium")
+        start([CHROMEDRIVER, "--port=%d" % driver_port], driver_port, "chromedriver")
+        options = webdriver.ChromeOptions()
+        options.debugger_address = "127.0.0.1:%d" % devtools
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Remote(command_executor="http://127.0.0.1:%d" % driver_port,
+                                  options=options)
+    except BaseException:
+        for process in processes:
+            process.kill()
+            process.wait()
+        raise
+    driver.tunehost_processes = processes
+    return driver
+
+
+def quit_browser(driver):
+    try:
+        driver.quit()
+    finally:
+        for process in driver.tunehost_processes:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def severe(driver):
@@ -333,7 +381,7 @@ class WebUiBrowserTest(unittest.TestCase):
         self.profile = tempfile.mkdtemp(prefix="tunehost-chromium-")
         self.addCleanup(shutil.rmtree, self.profile, True)
         self.driver = start_browser(self.profile)
-        self.addCleanup(self.driver.quit)
+        self.addCleanup(quit_browser, self.driver)
 
     def wait_js(self, script, what, timeout=30):
         return harness.wait_for(lambda: self.driver.execute_script(script), timeout, what)
