@@ -452,7 +452,6 @@ Status AuthorizeLocalWorkers(KeyRing* ring, const fs::path& dir,
   return Status::Ok();
 }
 
-
 void AddWebUiOptions(CLI::App* cmd, WebUiArgs* args) {
   cmd->add_option("--ui", args->address,
                   "serve the web UI on PORT or ADDRESS:PORT (0: a free port; loopback unless "

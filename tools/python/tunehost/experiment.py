@@ -306,7 +306,8 @@ class Experiment:
 
         ``port``: the web UI on 127.0.0.1 ``port`` and the control, jobs,
         results and events sockets on ``port+1`` … ``port+4`` (default: free
-        ports); the UI's address is then :attr:`url`. ``debug``: host log level debug. ``run_mode``: unless
+        ports); the UI's address is :attr:`url`. ``debug``: host log level
+        debug. ``run_mode``: unless
         ``"detach"``, the experiment is stopped when this Python process
         exits, as NNI does. The host's output goes to :attr:`log_path`.
         Raises RuntimeError when the host exits or does not come up within

@@ -46,7 +46,8 @@ class WebUi {
   Status Start();
   void Stop();
   int port() const;
-  // http://ADDRESS:PORT/?token=... with the admin or the viewer token.
+  // http(s)://ADDRESS:PORT/?token=... with the admin or the viewer token
+  // (a wildcard address is shown as the machine's name).
   std::string Url(bool admin) const;
 
  private:
