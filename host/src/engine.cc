@@ -701,11 +701,13 @@ void Engine::Pump(Clock::time_point now) {
     --capacity;
   }
   // Requests: ask the tuner only for what free slots can take now, so it
-  // decides as late as possible (with the most results).
+  // decides as late as possible (with the most results), plus the prefetch.
   if (status_ != ExperimentStatus::kError && !tuner_exhausted_ && BudgetOpen(now)) {
-    size_t active = ActiveCount() + inflight_ids_ + credited_.size();
-    size_t want = options_.concurrency > active ? options_.concurrency - active : 0;
-    size_t takers = free > active - running_ ? free - (active - running_) : 0;
+    const size_t active = ActiveCount() + inflight_ids_ + credited_.size();
+    const size_t limit = size_t{options_.concurrency} + options_.prefetch;
+    const size_t want = limit > active ? limit - active : 0;
+    const size_t ready = free + options_.prefetch;
+    const size_t takers = ready > active - running_ ? ready - (active - running_) : 0;
     size_t n = std::min({want, takers, p::kMaxGenerateBatch});
     if (options_.max_trials != 0) {
       n = std::min<size_t>(

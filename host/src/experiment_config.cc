@@ -350,6 +350,12 @@ Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOption
           out->max_consecutive_failures = static_cast<uint32_t>(value);
           return Status::Ok();
         }
+        if (k == "prefetch") {
+          Status s = GetInt(ctx, v, full, 0, protocol::kMaxPrefetch, &value);
+          if (!s.ok()) return s;
+          out->prefetch = static_cast<uint32_t>(value);
+          return Status::Ok();
+        }
         if (k == "maxMessageBytes") {
           Status s = GetInt(ctx, v, full, 1024, std::numeric_limits<int64_t>::max(), &value);
           if (!s.ok()) return s;

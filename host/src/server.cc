@@ -228,11 +228,7 @@ ExperimentSummary Server::Impl::Summary() const {
 
 // --- EngineSink ---
 bool Server::Impl::SendJob(const p::NewTrialJob& job) {
-  // An offer leaves only once the store holds the trial and the attempt
-  // it names: a resume must know every attempt a worker may have been
-  // handed (wire-format.md §5.3). Nothing is written per offer, so this
-  // commits at most once per loop turn.
-  if (!CommitStore()) return false;
+  if (!Offerable(job)) return false;
   std::string bytes = p::Encode(++next_id_, job);
   auto sent = jobs_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   jobs_blocked_ = !sent.has_value();
@@ -243,10 +239,20 @@ bool Server::Impl::SendJob(const p::NewTrialJob& job) {
 // An addressed offer (wire-format.md §5.2): on the worker's events topic,
 // which the engine knows is subscribed. The same commit rule as SendJob.
 bool Server::Impl::SendJobTo(const std::string& worker_id, const p::NewTrialJob& job) {
-  if (!CommitStore()) return false;
+  if (!Offerable(job)) return false;
   SendEvent("worker." + worker_id + ".", job);
   OfferSent();
   return true;
+}
+
+// An offer leaves only once the store holds the trial and the attempt it
+// names: a resume must know every attempt a worker may have been handed
+// (wire-format.md §5.3). Nothing is written per offer, so a trial written in
+// this turn costs one commit per turn; a trial committed before (generated
+// ahead, re-queued in an earlier turn) leaves at once, and the writes of this
+// turn (another trial's end, results) wait for the turn's commit.
+bool Server::Impl::Offerable(const p::NewTrialJob& job) {
+  return uncommitted_trials_.count(job.trial_id) == 0 || CommitStore();
 }
 
 void Server::Impl::OfferSent() {

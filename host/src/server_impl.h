@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -95,6 +96,7 @@ class Server::Impl final : public EngineSink {
   ExperimentSummary Summary() const;
   bool SendJob(const p::NewTrialJob& job) override;
   bool SendJobTo(const std::string& worker_id, const p::NewTrialJob& job) override;
+  bool Offerable(const p::NewTrialJob& job);
   void OfferSent();
   void SendToWorker(const std::string& worker_id, p::Body body) override;
   void Publish(p::Body body) override;
@@ -218,6 +220,9 @@ class Server::Impl final : public EngineSink {
   bool viewed_ = false;
   bool deduplicating_ = false;
   std::vector<std::function<void()>> after_commit_;
+  // Trials written in the batch not committed yet: an offer of one of them
+  // waits for the commit, an offer of any other trial does not (§5.3).
+  std::unordered_set<std::string> uncommitted_trials_;
   AckBatch acks_;  // MA of this turn (with a store: of this commit)
   PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
   WorkerKeys workers_by_key_;

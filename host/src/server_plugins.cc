@@ -51,6 +51,7 @@ Status Server::Impl::CreatePlugins(const p::ExperimentSpec& spec) {
   eo.has_assessor = plugins_.assessor() != nullptr;
   eo.require_lease = options_.keys != nullptr;
   eo.max_consecutive_failures = options_.max_consecutive_failures;
+  eo.prefetch = options_.prefetch;
   engine_.SetOptions(std::move(eo));
   if (options_.deduplicate && !deduplicating_) {
     deduplicating_ = true;

@@ -264,6 +264,7 @@ void Server::Impl::TrialChanged(const Trial& t, std::string_view event, std::str
                    ended ? static_cast<int64_t>(engine_.ended_order().size()) - 1 : -1,
                    workers_by_key_.KeyOf(t.worker_id));
   store_->AddTrialEvent(t.id, event, t.attempt, t.worker_id, detail);
+  uncommitted_trials_.insert(t.id);
   // Earlier attempts' results stay in the store for the record, marked
   // superseded; nothing reads them back into a trial (wire-format.md §5.3).
   if (event == "requeued") store_->SupersedeMetrics(t.id, t.attempt);
@@ -287,7 +288,10 @@ void Server::Impl::AfterCommit(std::function<void()> fn) {
 bool Server::Impl::CommitStore() {
   if (!store_) return true;
   Status st = store_->Commit();
-  if (st.ok()) return true;
+  if (st.ok()) {
+    uncommitted_trials_.clear();
+    return true;
+  }
   after_commit_.clear();
   acks_.Clear();
   if (!store_failed_) {

@@ -34,7 +34,7 @@ class RunHost:
     """`tunehost run EXPERIMENT --local-workers 0` (or resume) in a temp dir."""
 
     def __init__(self, max_trials, concurrency=1, exp_id="integrity", trial_command=None,
-                 control_keys=None):
+                 control_keys=None, prefetch=0):
         self.tmp = tempfile.mkdtemp(prefix="tunehost-integrity-")
         self.workdir = os.path.join(self.tmp, "wd")
         self.id = exp_id
@@ -50,9 +50,9 @@ class RunHost:
                 trialConcurrency: %d
                 maxTrialNumber: %d
                 tuner: {name: random, classArgs: {seed: 3}}
-                tunehost: {heartbeatIntervalMs: 200, ackTimeoutMs: 1000}
+                tunehost: {heartbeatIntervalMs: 200, ackTimeoutMs: 1000, prefetch: %d}
                 """ % (trial_command or "true", self.tmp, self.workdir, concurrency,
-                       max_trials)))
+                       max_trials, prefetch)))
         self.summary = os.path.join(self.tmp, "summary.json")
         self.proc = None
         self.ctx = zmq.Context()
@@ -269,6 +269,62 @@ class IntegrityTest(unittest.TestCase):
         self.assertEqual(host.wait(30), 0, host.output())
         with host.db() as db:
             self.assertEqual(db.execute("SELECT COUNT(*) FROM trials").fetchone()[0], 1)
+
+    def test_a_prefetched_offer_leaves_before_the_ended_trial_is_committed_and_loses_nothing(self):
+        # prefetch 1: the second trial is made and committed with the first,
+        # so when the first ends its worker is offered the second at once,
+        # before the loop turn's commit of that end. The failpoint kills the
+        # host right after that offer: the end was not stored, the FINAL was
+        # (it was acknowledged), so the resumed host ends the first trial
+        # SUCCEEDED without running it again, and the offer that was out
+        # comes back as a new attempt.
+        self.host = host = RunHost(max_trials=3, prefetch=1)
+        endpoints = host.start("run", "--local-workers", "0",
+                               env={"TUNEHOST_FAILPOINT": "kill-after-offers:2"})
+        a = self.worker(endpoints, "a")
+        first = a.next_offer(20)
+        self.assertIsNotNone(first, host.output())
+        with host.db() as db:
+            made = db.execute("SELECT trial_id, attempt FROM trials ORDER BY sequence_id")
+            made = made.fetchall()
+        self.assertEqual(len(made), 2, "one trial made ahead of the offered one")
+        a.start(first)
+        a.metric_acked(first, 0, 0.25, kind="FINAL")
+        a.end(first)
+        held = a.next_offer(20)  # None when the host died before it was delivered
+        self.assertEqual(host.wait(20), -signal.SIGKILL, host.output())
+        if held is not None:
+            self.assertEqual((held["trial_id"], held["attempt"]), made[1])
+        with host.db() as db:
+            status, ended = db.execute("SELECT status, ended FROM trials WHERE trial_id = ?",
+                                       (first["trial_id"],)).fetchone()
+        self.assertEqual((status, ended), (None, 0), "the end is committed after the offer")
+        a.stop_taking_jobs()
+        host.start("resume", "--local-workers", "0", "--reattach-grace-ms", "200")
+        b = self.worker(endpoints, "b")
+        ran = []
+        while True:
+            job = b.next_offer(20)
+            if job is None:
+                break
+            ran.append((job["trial_id"], job["attempt"]))
+            b.start(job)
+            b.metric_acked(job, 0, 0.5, kind="FINAL")
+            b.end(job)
+            if len(ran) == 2:
+                break
+        self.assertEqual(host.wait(30), 0, host.output())
+        self.assertEqual(len(ran), 2, host.output())
+        self.assertNotIn(first["trial_id"], [t for t, _ in ran], "the ended trial ran again")
+        self.assertEqual(ran[0][0], made[1][0])
+        self.assertGreater(ran[0][1], made[1][1], "the attempt that was out ran again")
+        with open(host.summary) as f:
+            trials = json.load(f)["trials"]
+        by_id = {t["trial_id"]: t for t in trials}
+        self.assertEqual(len(trials), 3)
+        self.assertEqual((by_id[first["trial_id"]]["status"],
+                          by_id[first["trial_id"]]["final_metric"]), ("SUCCEEDED", 0.25))
+        self.assertEqual(sorted(t["status"] for t in trials), ["SUCCEEDED"] * 3)
 
     def test_client_trials_keep_a_run_from_done_and_count_against_the_budget(self):
         self.host = host = RunHost(max_trials=3)

@@ -402,6 +402,17 @@ TEST_F(ExperimentConfigTest, ConsecutiveFailuresLimitIsOffUnlessGiven) {
               "tunehost.maxConsecutiveFailures", "at least 1");
 }
 
+TEST_F(ExperimentConfigTest, PrefetchIsOffUnlessGivenAndBounded) {
+  ASSERT_OK(Parse(kMinimal));
+  EXPECT_FALSE(config_.timing.prefetch.has_value());
+  ASSERT_OK(Parse(std::string(kMinimal) + "tunehost: {prefetch: 2}\n"));
+  EXPECT_EQ(config_.timing.prefetch, 2u);
+  ExpectError(std::string(kMinimal) + "tunehost: {prefetch: 5000}\n", 5, 22,
+              "tunehost.prefetch", "at most 1024");
+  ExpectError(std::string(kMinimal) + "tunehost: {prefetch: -1}\n", 5, 22,
+              "tunehost.prefetch", "at least 0");
+}
+
 TEST_F(ExperimentConfigTest, AnAdvisorIsTheTuner) {
   ASSERT_OK(Parse(
       "searchSpace: {x: {_type: uniform, _value: [0, 1]}}\n"

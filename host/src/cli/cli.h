@@ -201,6 +201,7 @@ struct ServeArgs {
   int64_t heartbeat_ms = 1000;
   int64_t ack_timeout_ms = 2000;
   size_t max_connections = 0;  // 0: from the open-file limit
+  uint32_t prefetch = 0;        // trials generated ahead of a free slot
   WebUiArgs ui;
 };
 int CmdServe(const ServeArgs& args);

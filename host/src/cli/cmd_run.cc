@@ -106,6 +106,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   options.exit_when_finished = true;
   options.deduplicate = config.timing.deduplicate.value_or(false);
   options.max_consecutive_failures = config.timing.max_consecutive_failures.value_or(0);
+  options.prefetch = config.timing.prefetch.value_or(0);
   options.max_connections = ConnectionsPerSocket(RaiseFileLimit());
   if (config.timing.plugin_call_timeout) {
     options.plugin_call_timeout = *config.timing.plugin_call_timeout;

@@ -16,6 +16,7 @@ int CmdServe(const ServeArgs& args) {
   options.max_message_bytes = args.max_message_bytes;
   options.heartbeat_interval = std::chrono::milliseconds(args.heartbeat_ms);
   options.ack_timeout = std::chrono::milliseconds(args.ack_timeout_ms);
+  options.prefetch = args.prefetch;
   const size_t file_limit = RaiseFileLimit();
   options.max_connections =
       args.max_connections != 0 ? args.max_connections : ConnectionsPerSocket(file_limit);

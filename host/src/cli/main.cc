@@ -71,6 +71,12 @@ int Main(int argc, char** argv) {
                    "connections each socket admits (default: the open-file limit shared by the "
                    "four sockets, at most 4096)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  serve_cmd
+      ->add_option("--prefetch", serve.prefetch,
+                   "trials generated ahead of a free slot, so a freed slot is offered one at "
+                   "once (the tuner then suggests without the last N results)")
+      ->check(CLI::Range(uint32_t{0}, static_cast<uint32_t>(protocol::kMaxPrefetch)))
+      ->capture_default_str();
   AddWebUiOptions(serve_cmd, &serve.ui);
   AddLogLevel(serve_cmd, &log_level);
 

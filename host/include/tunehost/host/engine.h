@@ -194,6 +194,13 @@ struct EngineOptions {
   bool require_lease = false;
   // ERROR once this many trials in a row end FAILED (0: never, as NNI).
   uint32_t max_consecutive_failures = 0;
+  // Trials generated ahead of a free slot (wire-format.md §5.3, prefetch):
+  // up to this many wait, committed, beyond what free slots take, so a slot
+  // that frees is offered one at once instead of after a tuner call and a
+  // commit. 0 (NNI's way): the tuner is asked only when a slot is free, so
+  // it suggests with every result so far; with P, it suggests without the
+  // last P results (as if the concurrency were P higher).
+  uint32_t prefetch = 0;
 };
 
 class Engine {

@@ -28,6 +28,8 @@ struct TimingOptions {
   // maxConsecutiveFailures: the experiment stops (ERROR) when this many
   // trials in a row fail; absent: never, as NNI.
   std::optional<uint32_t> max_consecutive_failures;
+  // prefetch: trials generated ahead of a free slot (EngineOptions::prefetch).
+  std::optional<uint32_t> prefetch;
   // pluginCallTimeoutMs: the longest one plugin call may run (the watchdog).
   std::optional<std::chrono::milliseconds> plugin_call_timeout;
 };

@@ -40,6 +40,8 @@ struct ServerOptions {
   bool deduplicate = false;
   // ERROR once this many trials in a row fail (0: never).
   uint32_t max_consecutive_failures = 0;
+  // Trials generated ahead of a free slot (EngineOptions::prefetch).
+  uint32_t prefetch = 0;
   // Live connections each bound socket admits (wire-format.md §1.1).
   size_t max_connections = 4096;
   // Longest one plugin call may run (the watchdog); an experiment's

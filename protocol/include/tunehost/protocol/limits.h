@@ -40,6 +40,8 @@ inline constexpr size_t kMaxWorkers = 10000;
 inline constexpr size_t kMaxInflightOffers = 4096;
 // Parameter ids asked of the tuner in one generate call.
 inline constexpr size_t kMaxGenerateBatch = 1024;
+// Trials generated ahead of a free slot (the tunehost section's prefetch).
+inline constexpr int64_t kMaxPrefetch = 1024;
 // PERIODICAL results of one attempt: sequences 0 .. kMaxPeriodicalResults-1.
 // A result numbered beyond is acknowledged and dropped (the host keeps every
 // result of a trial in memory and hands the assessor its whole history).
