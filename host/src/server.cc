@@ -285,7 +285,12 @@ void Server::Impl::SendAcks() {
 
 void Server::Impl::Publish(p::Body body) {
   std::string_view type = p::TypeCode(body);
-  if (store_ && type != "ME") store_->AddEvent(type, p::Encode(0, body));
+  if (type == "ME") {
+    // Not stored (the metrics table has it); not built when nobody listens.
+    if (metric_event_topics_ == 0) return;
+  } else if (store_) {
+    store_->AddEvent(type, p::Encode(0, body));
+  }
   std::string topic = "event." + std::string(type);
   SendEvent(topic, std::move(body));
 }
@@ -379,6 +384,7 @@ void Server::Impl::RebindEvents() {
   ConfigureEvents();
   gate_->Attach(events_, "events");
   subscription_bytes_ = 0;
+  metric_event_topics_ = 0;
   engine_.ClearSubscriptions();
   // The old listener closes asynchronously: the port may be busy a moment.
   for (int tries = 0;; ++tries) {

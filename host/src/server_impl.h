@@ -187,6 +187,9 @@ class Server::Impl final : public EngineSink {
   // After the context and sockets: stops (and closes its sockets) first.
   std::unique_ptr<ConnectionGate> gate_;
   size_t subscription_bytes_ = 0;  // of the distinct topics subscribed on events_
+  // Distinct subscribed topics that event.ME matches (a prefix of it): with
+  // none, a metric's event is neither encoded nor sent (one per result).
+  size_t metric_event_topics_ = 0;
   DropLog control_drops_{"control socket"};
   DropLog results_drops_{"results socket"};
   DropLog events_drops_{"events socket"};

@@ -29,6 +29,8 @@ using server_detail::ToPacked;
 namespace {
 
 constexpr size_t kMaxBatch = 1024;  // messages per socket per loop turn, for fairness
+// The topic a metric's event goes out on (wire-format.md §6).
+constexpr std::string_view kMetricEventTopic = "event.ME";
 
 // The address a message came from ("" when the transport has none).
 std::string PeerOf(const zmq::message_t& m) {
@@ -144,8 +146,15 @@ void Server::Impl::DrainSubscriptions() {
     } else {
       subscription_bytes_ -= std::min(subscription_bytes_, topic);
     }
-    // A worker's own topic "worker.<id>.": offers may be addressed to it.
     const std::string_view name(reinterpret_cast<const char*>(data) + 1, topic);
+    if (kMetricEventTopic.substr(0, name.size()) == name) {
+      if (data[0] == 1) {
+        ++metric_event_topics_;
+      } else if (metric_event_topics_ > 0) {
+        --metric_event_topics_;
+      }
+    }
+    // A worker's own topic "worker.<id>.": offers may be addressed to it.
     constexpr std::string_view kWorkerTopic = "worker.";
     if (name.size() > kWorkerTopic.size() + 1 &&
         name.substr(0, kWorkerTopic.size()) == kWorkerTopic && name.back() == '.') {

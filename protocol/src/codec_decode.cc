@@ -467,7 +467,10 @@ Status DecodeObject(const msgpack::object& root, Message* out) {
   }
   size_t index = std::variant_size_v<Body>;
   for (size_t i = 0; i < std::size(kTypeCodes); ++i) {
-    if (out->type == kTypeCodes[i]) index = i;
+    if (out->type == kTypeCodes[i]) {
+      index = i;
+      break;
+    }
   }
   if (index == std::variant_size_v<Body>) {
     return Status::UnknownType("unknown message type \"" + out->type + "\"");

@@ -52,11 +52,10 @@ inline const std::pair<ParameterSource, const char*> kSources[] = {
     {ParameterSource::kExternal, "external"}};
 
 // Type codes, in the order of the Body variant's alternatives.
-inline constexpr const char* kTypeCodes[] = {"IN", "GE", "SS", "FD", "AD", "TE", "PI", "ME",
-                                      "EN", "WH", "HB", "TS", "TJ", "WB", "TR", "SP",
-                                      "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error",
-                                      "ST", "LT", "GT", "JS", "MT", "EX", "UX", "KT",
-                                      "LW"};
+inline constexpr std::string_view kTypeCodes[] = {
+    "IN", "GE", "SS", "FD", "AD", "TE", "PI", "ME", "EN", "WH", "HB", "TS", "TJ",
+    "WB", "TR", "SP", "KI", "MA", "HR", "ID", "NO", "ER", "ok", "error", "ST", "LT",
+    "GT", "JS", "MT", "EX", "UX", "KT", "LW"};
 static_assert(std::size(kTypeCodes) == std::variant_size_v<Body>);
 
 // ---------------------------------------------------------------- encoding
