@@ -284,10 +284,16 @@ class IntegrityTest(unittest.TestCase):
         a = self.worker(endpoints, "a")
         first = a.next_offer(20)
         self.assertIsNotNone(first, host.output())
-        with host.db() as db:
-            made = db.execute("SELECT trial_id, attempt FROM trials ORDER BY sequence_id")
-            made = made.fetchall()
-        self.assertEqual(len(made), 2, "one trial made ahead of the offered one")
+        made = []
+
+        def made_ahead():
+            # The first trial is offered as soon as a says hello; the one
+            # made ahead follows from the tuner a moment later.
+            with host.db() as db:
+                made[:] = db.execute("SELECT trial_id, attempt FROM trials "
+                                     "ORDER BY sequence_id").fetchall()
+            return len(made) == 2
+        wait_for(made_ahead, 20, "one trial made ahead of the offered one")
         a.start(first)
         a.metric_acked(first, 0, 0.25, kind="FINAL")
         a.end(first)
