@@ -573,8 +573,8 @@ int main(int argc, char** argv) {
         Verdict(within(stored_prefetched)), Verdict(within(stored_dispatch)));
 
     std::printf(
-        "per-trial host cost in this loop by trial count (target 3 is measured through "
-        "the binaries: tools/bench/scale.py)\n");
+        "EN -> next TR (no store) in this loop by trial count (per-trial host cost, "
+        "target 3, is measured through the binaries: tools/bench/scale.py)\n");
     double first = 0;
     for (size_t n : {size_t{1000}, size_t{4000}, size_t{16000}}) {
       double per = HostDispatch(plugins, n).mean;
