@@ -371,13 +371,13 @@ Status Engine::OnMetric(const p::ReportMetricData& m, Clock::time_point now) {
   if (final) {
     t.final_metric = m.value;
     sink_->MetricAccepted(t, m);
-    sink_->Publish(m);
+    if (sink_->WantsEvent("ME")) sink_->Publish(m);
     sink_->TunerResult(t, m.value);
     return Status::Ok();
   }
   if (!t.periodical.emplace(m.sequence, m.value).second) return Status::Ok();  // duplicate
   sink_->MetricAccepted(t, m);
-  sink_->Publish(m);
+  if (sink_->WantsEvent("ME")) sink_->Publish(m);
   if (!options_.has_assessor || t.assessor_stopped) return Status::Ok();
   // NNI: assess the contiguous history from sequence 0; wait while a gap
   // precedes the new value.

@@ -283,14 +283,16 @@ void Server::Impl::SendAcks() {
   });
 }
 
+// Metrics are not stored as events (the metrics table has them) and not
+// built when no subscribed topic takes "event.ME".
+bool Server::Impl::WantsEvent(std::string_view type) const {
+  return type != "ME" || metric_event_topics_ > 0;
+}
+
 void Server::Impl::Publish(p::Body body) {
   std::string_view type = p::TypeCode(body);
-  if (type == "ME") {
-    // Not stored (the metrics table has it); not built when nobody listens.
-    if (metric_event_topics_ == 0) return;
-  } else if (store_) {
-    store_->AddEvent(type, p::Encode(0, body));
-  }
+  if (!WantsEvent(type)) return;
+  if (store_ && type != "ME") store_->AddEvent(type, p::Encode(0, body));
   std::string topic = "event." + std::string(type);
   SendEvent(topic, std::move(body));
 }

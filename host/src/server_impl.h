@@ -100,6 +100,7 @@ class Server::Impl final : public EngineSink {
   void OfferSent();
   void SendToWorker(const std::string& worker_id, p::Body body) override;
   void Publish(p::Body body) override;
+  bool WantsEvent(std::string_view type) const override;
   void TrialFinished(const Trial& t) override;
 
   // server_plugins.cc: the plugins, and the EngineSink calls handed to their

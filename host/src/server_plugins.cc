@@ -185,11 +185,14 @@ void Server::Impl::AssessorTrialEnd(const Trial& t, bool success) {
   }, "trial_end");
 }
 
-// `call` names the plugin call for the watchdog.
+// `call` names the plugin call for the watchdog. The tuner hears of a
+// result or an end at once, before the loop turn's commit (wire-format.md
+// §5.3): what it learns can only reach the store in that commit or a later
+// one (its checkpoints, the trials it makes), and SQLite commits in order, so
+// no stored checkpoint or trial ever depends on a result the store lacks. A
+// crash before the commit loses the tuner's memory with it.
 void Server::Impl::PostTuner(std::function<void()> fn, const char* call) {
-  AfterCommit([this, fn = std::move(fn), call]() mutable {
-    plugins_.Post(PluginStrands::kTuner, std::move(fn), call);
-  });
+  plugins_.Post(PluginStrands::kTuner, std::move(fn), call);
 }
 
 void Server::Impl::PostAssessor(std::function<void()> fn, const char* call) {

@@ -76,8 +76,10 @@ void Server::Impl::DrainResults() {
       results_drops_.Drop(peer, "multi-frame message", Clock::now());
       continue;
     }
-    Status st = HandleResult(
-        std::string_view(static_cast<const char*>(msg.data()), msg.size()), UserOf(msg));
+    // The ZAP user matters only with a key ring (§9); reading it costs a
+    // metadata lookup and a string per message.
+    Status st = HandleResult(std::string_view(static_cast<const char*>(msg.data()), msg.size()),
+                             options_.keys != nullptr ? UserOf(msg) : std::string());
     if (!st.ok()) results_drops_.Drop(PeerOf(msg), st.ToString(), Clock::now());
   }
 }

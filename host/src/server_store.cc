@@ -274,7 +274,7 @@ void Server::Impl::MetricAccepted(const Trial& t, const p::ReportMetricData& m) 
   if (store_) store_->PutMetric(t.id, m);
 }
 
-// --- the store: plugin calls and acknowledgements wait for the commit ---
+// --- the store: acknowledgements and assessor calls wait for the commit ---
 void Server::Impl::AfterCommit(std::function<void()> fn) {
   if (store_) {
     after_commit_.push_back(std::move(fn));

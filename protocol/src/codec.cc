@@ -46,19 +46,28 @@ Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options
                             " bytes exceeds the limit of " +
                             std::to_string(options.max_message_bytes) + " bytes");
   }
+  // One zone per thread, emptied after each message: its first chunk is
+  // reused instead of allocated per message. Strings, binaries and
+  // extensions point into `bytes` (which outlives the tree) instead of being
+  // copied into the zone; DecodeObject copies what it keeps.
+  thread_local msgpack::zone zone;
+  struct Clear {
+    ~Clear() { zone.clear(); }
+  } clear_after;
   try {
     size_t offset = 0;
     // Bounded nesting and container sizes: hostile input cannot recurse deep
     // or make the unpacker reserve more than the message could hold.
     const size_t n = bytes.size();
     msgpack::unpack_limit limit(n, n, n, n, n, kMaxDepth);
-    msgpack::object_handle oh =
-        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limit);
+    auto reference = [](msgpack::type::object_type, size_t, void*) { return true; };
+    const msgpack::object root =
+        msgpack::unpack(zone, bytes.data(), bytes.size(), offset, reference, nullptr, limit);
     if (offset != bytes.size()) {
       return Status::BadFrame(std::to_string(bytes.size() - offset) +
                               " trailing bytes after the message");
     }
-    return DecodeObject(oh.get(), out);
+    return DecodeObject(root, out);
   } catch (const std::exception& e) {
     return Status::BadFrame(std::string("not a MessagePack message: ") + e.what());
   } catch (...) {
@@ -67,7 +76,7 @@ Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options
 }
 
 void EncodeTo(const Message& message, std::string* out) {
-  msgpack::sbuffer buf;
+  msgpack::sbuffer buf(kEncodeBufferBytes);
   Packer pk(buf);
   pk.pack_map(4);
   Str(pk, "v");

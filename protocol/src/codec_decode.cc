@@ -37,7 +37,7 @@ void PackObject(Packer& pk, msgpack::sbuffer& buf, const msgpack::object& o) {
 }
 
 Packed Repack(const msgpack::object& o) {
-  msgpack::sbuffer buf;
+  msgpack::sbuffer buf(kRepackBufferBytes);
   Packer pk(buf);
   PackObject(pk, buf, o);
   return Packed(buf.data(), buf.size());
@@ -425,10 +425,8 @@ template <size_t I = 0>
 Status ReadBody(size_t index, const msgpack::object& body, Body* out) {
   if constexpr (I < std::variant_size_v<Body>) {
     if (index == I) {
-      std::variant_alternative_t<I, Body> b{};
-      TH_TRY(Decoder::Read(body, "body", &b));
-      *out = std::move(b);
-      return Status::Ok();
+      // Read in place: no second copy of the body's strings.
+      return Decoder::Read(body, "body", &out->emplace<I>());
     }
     return ReadBody<I + 1>(index, body, out);
   } else {

@@ -16,6 +16,12 @@ namespace tunehost::protocol::codec_detail {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
+// First sizes of the buffers a message and a re-packed value are written to
+// (they grow by doubling). msgpack's default, 8 KiB, is past malloc's
+// per-thread cache: a slow allocation for each of the many small messages.
+inline constexpr size_t kEncodeBufferBytes = 512;
+inline constexpr size_t kRepackBufferBytes = 64;
+
 // ---------------------------------------------------------------- strings
 
 template <class E, size_t N>

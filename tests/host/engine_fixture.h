@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -51,6 +53,10 @@ class RecordingSink : public EngineSink {
   }
   void SendToWorker(const std::string& w, p::Body b) override { to_worker.emplace_back(w, b); }
   void Publish(p::Body b) override { published.push_back(b); }
+  std::set<std::string, std::less<>> unwanted_events;  // type codes WantsEvent refuses
+  bool WantsEvent(std::string_view type) const override {
+    return unwanted_events.find(type) == unwanted_events.end();
+  }
   void RequestParameters(std::vector<int64_t> ids) override { requests.push_back(ids); }
   void TunerResult(const Trial& t, const p::Metric& m) override {
     plugin_calls.push_back("result:" + std::to_string(t.parameter_id) + ":" +

@@ -299,6 +299,33 @@ TEST_F(EngineTest, DuplicateMetricsAreAcknowledgedButCountedOnce) {
   EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 1u);
 }
 
+// A metric's event is built only when the sink wants it (nobody subscribed);
+// everything else a metric does happens all the same.
+TEST_F(EngineTest, MetricEventsNobodyWantsAreSkippedAndNothingElseIs) {
+  sink_.unwanted_events = {"ME"};
+  Make([](EngineOptions& o) { o.concurrency = 1; });
+  Hello("w1", 1);
+  AnswerRequest();
+  auto job = sink_.jobs.at(0);
+  Start("w1", job);
+  Metric("w1", job, p::MetricType::kPeriodical, 0, 0.5);
+  Metric("w1", job, p::MetricType::kFinal, 0, 0.25);
+  End("w1", job, p::TrialStatus::kSucceeded);
+  EXPECT_EQ(sink_.Sent<p::MetricAck>("w1").size(), 2u);
+  EXPECT_EQ(engine_->Find(job.trial_id)->periodical.size(), 1u);
+  EXPECT_EQ(engine_->Find(job.trial_id)->final_metric->scalar, 0.25);
+  ASSERT_FALSE(sink_.plugin_calls.empty());
+  EXPECT_EQ(sink_.plugin_calls.front().rfind("result:", 0), 0u);  // the tuner got the FINAL
+  EXPECT_NE(sink_.plugin_calls.front().find(":0.25"), std::string::npos);
+  size_t metric_events = 0, end_events = 0;
+  for (const auto& b : sink_.published) {
+    metric_events += std::holds_alternative<p::ReportMetricData>(b);
+    end_events += std::holds_alternative<p::TrialEnd>(b);
+  }
+  EXPECT_EQ(metric_events, 0u);
+  EXPECT_EQ(end_events, 1u);
+}
+
 TEST_F(EngineTest, TrialLeftOutOfTwoHeartbeatsIsReoffered) {
   Make([](EngineOptions& o) { o.concurrency = 1; });
   Hello("w1", 1);

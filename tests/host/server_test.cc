@@ -296,6 +296,56 @@ TEST_F(ServerTest, WorkersWithoutAckSpansGetOneAckPerResult) {
   EXPECT_EQ(acks, kResults);
 }
 
+// A metric's event is built only while some subscribed topic takes
+// "event.ME" (wire-format.md §6); the host counts such topics as the XPUB
+// reports them. One subscriber leaving must not silence another.
+TEST_F(ServerTest, MetricEventsReachEverySubscriberWhoseTopicTakesThem) {
+  StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
+  Hello(1);
+  auto job = NextJob();
+  ASSERT_TRUE(job);
+  Send(p::TrialStarted{"w1", job->trial_id, job->attempt, job->lease});
+  zmq::socket_t exact(ctx_, zmq::socket_type::sub), prefix(ctx_, zmq::socket_type::sub);
+  exact.set(zmq::sockopt::subscribe, "event.ME");
+  prefix.set(zmq::sockopt::subscribe, "event.M");
+  exact.connect(server_->bound().events);
+  prefix.connect(server_->bound().events);
+  uint64_t seq = 0;
+  // Sends results until `sub` gets one's event (subscriptions reach the
+  // host a moment after the connect).
+  auto hears = [&](zmq::socket_t& sub) {
+    for (int i = 0; i < 100; ++i) {
+      Metric(*job, p::MetricType::kPeriodical, seq++, 0.5);
+      zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, milliseconds(50)) == 0) continue;
+      std::vector<zmq::message_t> frames;
+      while (zmq::recv_multipart(sub, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        if (frames.at(0).to_string() == "event.ME") return true;
+        frames.clear();
+      }
+    }
+    return false;
+  };
+  // Waits until the host is idle (no more acknowledgements come), then
+  // empties `sub`: what it hears next was published after.
+  auto settle = [&](zmq::socket_t& sub) {
+    while (NextSignal<p::MetricAck>(milliseconds(200))) {
+    }
+    zmq::message_t msg;
+    while (sub.recv(msg, zmq::recv_flags::dontwait)) {
+    }
+  };
+  EXPECT_TRUE(hears(exact));
+  EXPECT_TRUE(hears(prefix));
+  exact.set(zmq::sockopt::unsubscribe, "event.ME");
+  settle(prefix);
+  EXPECT_TRUE(hears(prefix));
+  prefix.set(zmq::sockopt::unsubscribe, "event.M");
+  prefix.set(zmq::sockopt::subscribe, "event.");
+  settle(prefix);
+  EXPECT_TRUE(hears(prefix));
+}
+
 TEST_F(ServerTest, GarbageOnResultsSocketIsDroppedAndWorkGoesOn) {
   StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
   results_.send(zmq::str_buffer("\xc1 not msgpack"), zmq::send_flags::none);

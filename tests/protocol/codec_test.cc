@@ -1,6 +1,8 @@
 // The C++ codec on its own: round trips of every message type, every §3.1
 // error code (naming the field), defaults for missing optional keys, floats
 // staying float64, and robustness against truncated and corrupted input.
+#include <algorithm>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -420,6 +422,44 @@ TEST(CodecTest, RandomByteFlipsOfEveryVectorNeverCrash) {
   // Both outcomes occur, so the mutations exercise decoding and rejection.
   EXPECT_GT(decoded, 0u);
   EXPECT_GT(rejected, 0u);
+}
+
+// The decoder reads strings in place and reuses one parse zone per thread:
+// a decoded message must own everything it holds (the input may be freed at
+// once), and a large message or a failed parse must not spoil the next one.
+TEST(CodecTest, DecodedMessagesOwnTheirBytesAndTheDecoderRecoversFromAnything) {
+  std::string big_params = "{";
+  for (int i = 0; i < 1000; ++i) {
+    big_params += (i ? ", " : "") + std::string("\"p") + std::to_string(i) + "\": \"" +
+                  std::string(80, static_cast<char>('a' + i % 26)) + "\"";
+  }
+  big_params += "}";
+  const std::string big = Encode(3, AddCustomizedTrialJob{Pack(big_params)});
+  ASSERT_GT(big.size(), 64u * 1024);  // past the parse zone's first chunk
+  std::vector<std::string> expected;
+  std::vector<Message> decoded;
+  uint64_t id = 0;
+  for (const Body& body : SampleBodies()) {
+    const std::string canonical = Encode(++id, body);
+    // A large message and a truncated one between every two messages.
+    Message scratch;
+    ASSERT_OK(Decode(big, &scratch));
+    EXPECT_FALSE(Decode(std::string_view(big).substr(0, big.size() / 2), &scratch).ok());
+    auto input = std::make_unique<std::string>(canonical);
+    Message m;
+    SCOPED_TRACE(std::string(TypeCode(body)));
+    ASSERT_OK(Decode(*input, &m));
+    std::fill(input->begin(), input->end(), '\xc1');  // never valid MessagePack
+    input.reset();
+    expected.push_back(canonical);
+    decoded.push_back(std::move(m));
+  }
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    EXPECT_EQ(Encode(decoded[i]), expected[i]) << decoded[i].type;
+  }
+  Message again;
+  ASSERT_OK(Decode(big, &again));
+  EXPECT_EQ(Encode(again), big);
 }
 
 TEST(CodecTest, EchoesTheIdWhenReadable) {

@@ -60,9 +60,12 @@ p::ReportMetricData MetricFor(const std::string& trial, uint64_t seq) {
   return m;
 }
 
-// Baseline 1: PUSH -> PULL of the same encoded metric messages, decoded with msgpack.
-double RawIngest(size_t n, size_t* bytes_per_msg) {
-  zmq::context_t ctx(1);
+// Baseline 1: PUSH -> PULL of the same encoded metric messages, decoded with
+// msgpack. With `own_contexts` each end has its own context (its own I/O
+// thread), as a worker and the host in two processes have; with one context
+// (the figure this benchmark printed first) one I/O thread serves both ends.
+double RawIngest(size_t n, size_t* bytes_per_msg, bool own_contexts) {
+  zmq::context_t ctx(1), other(1);
   zmq::socket_t pull(ctx, zmq::socket_type::pull);
   pull.bind("tcp://127.0.0.1:*");
   std::string ep = pull.get(zmq::sockopt::last_endpoint);
@@ -71,7 +74,7 @@ double RawIngest(size_t n, size_t* bytes_per_msg) {
   for (size_t i = 0; i < n; ++i) msgs.push_back(p::Encode(i + 1, MetricFor("T00000", i)));
   *bytes_per_msg = msgs[n / 2].size();
   std::thread sender([&] {
-    zmq::socket_t push(ctx, zmq::socket_type::push);
+    zmq::socket_t push(own_contexts ? other : ctx, zmq::socket_type::push);
     push.set(zmq::sockopt::sndhwm, 0);
     push.connect(ep);
     for (const auto& m : msgs) push.send(zmq::buffer(m), zmq::send_flags::none);
@@ -531,10 +534,13 @@ int main(int argc, char** argv) {
   }
   try {
     size_t bytes = 0;
-    double raw = RawIngest(metrics, &bytes);
+    double shared_raw = RawIngest(metrics, &bytes, false);
+    double raw = RawIngest(metrics, &bytes, true);
     double host = HostIngest(plugins, metrics, false);
     double stored = HostIngest(plugins, metrics, true);
     std::printf("target 1: metric ingest (%zu ME of %zu B, one worker)\n", metrics, bytes);
+    std::printf("  raw PUSH/PULL + decode, one context  : %10.0f msg/s  (tunehost x%.2f, x%.2f)\n",
+                shared_raw, host / shared_raw, stored / shared_raw);
     std::printf("  raw ZeroMQ PUSH/PULL + msgpack decode : %10.0f msg/s\n", raw);
     std::printf(
         "  tunehost, no store                    : %10.0f msg/s  x%.2f of raw (>= 0.80: %s)\n",

@@ -82,6 +82,12 @@ class EngineSink {
   virtual void SendToWorker(const std::string& worker_id, protocol::Body body) = 0;
   // Experiment event on the events socket, topic "event.<code>".
   virtual void Publish(protocol::Body body) = 0;
+  // Whether Publish does anything with an event of this type code; the
+  // engine skips building the events nobody takes (a metric per result).
+  virtual bool WantsEvent(std::string_view type) const {
+    (void)type;
+    return true;
+  }
   // Asks the tuner for parameters for these ids; the answer comes back as
   // Engine::OnParameters (and possibly later Engine::OnSentTrial).
   virtual void RequestParameters(std::vector<int64_t> ids) = 0;
