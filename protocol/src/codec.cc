@@ -39,7 +39,19 @@ bool IsControlTrialStatus(std::string_view s) {
   return false;
 }
 
+// A plain result (the most frequent message) is read straight from its
+// bytes; everything else, and any result the fast path does not take,
+// through the general decoder, which reads it the same way or refuses it.
 Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options) {
+  if (bytes.size() <= options.max_message_bytes && DecodeMetricFast(bytes, out)) {
+    return Status::Ok();
+  }
+  return DecodeGeneral(bytes, out, options);
+}
+
+namespace codec_detail {
+
+Status DecodeGeneral(std::string_view bytes, Message* out, const DecodeOptions& options) {
   out->id = 0;
   if (bytes.size() > options.max_message_bytes) {
     return Status::TooLarge("message of " + std::to_string(bytes.size()) +
@@ -74,6 +86,8 @@ Status Decode(std::string_view bytes, Message* out, const DecodeOptions& options
     return Status::BadFrame("not a MessagePack message");
   }
 }
+
+}  // namespace codec_detail
 
 void EncodeTo(const Message& message, std::string* out) {
   msgpack::sbuffer buf(kEncodeBufferBytes);

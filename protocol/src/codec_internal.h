@@ -85,4 +85,10 @@ Status MetricFrom(const msgpack::object& o, const std::string& field, Metric* ou
 // A whole envelope (§2) with the strict checks of §2.1.
 Status DecodeObject(const msgpack::object& root, Message* out);
 
+// A plain ME read straight from the bytes (codec_metric.cc); false leaves
+// the message to DecodeGeneral, which then reads it the same way or refuses
+// it. Decode is the one, then the other.
+bool DecodeMetricFast(std::string_view bytes, Message* out);
+Status DecodeGeneral(std::string_view bytes, Message* out, const DecodeOptions& options);
+
 }  // namespace tunehost::protocol::codec_detail

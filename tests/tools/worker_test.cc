@@ -14,6 +14,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <iterator>
 #include <thread>
 #include <fstream>
 #include <map>
@@ -432,6 +433,35 @@ send('{"type": "FINAL", "value": 7}')
   EXPECT_GE(seen[0], 2) << "sequence 0 was not resent";
   EXPECT_GE(seen[3], 2) << "FINAL was not resent";
   EXPECT_EQ(seen.count(4), 0u) << "the second FINAL was not ignored";
+}
+
+// CPU seconds (user + system) a process has used so far.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A trial that exited while its result waits for an MA keeps the worker
+// waiting on timers (heartbeats, resends), not spinning.
+TEST_F(WorkerTest, AnExitedTrialWaitingForItsAcksDoesNotSpin) {
+  StartWorker(R"(echo '{"type": "FINAL", "value": 0.5}' >&$TUNEHOST_METRIC_FD)");
+  host_.Offer(MakeJob("s1", 0));
+  ASSERT_TRUE(AwaitStarted("s1"));
+  ASSERT_TRUE(host_.Await<ReportMetricData>([](const ReportMetricData& m) {
+    return m.trial_id == "s1";
+  }));
+  // Past the grace the worker gives a trial that exited (never acknowledged).
+  std::this_thread::sleep_for(milliseconds(1500));
+  const double before = CpuSeconds(pid_);
+  std::this_thread::sleep_for(milliseconds(2000));
+  EXPECT_LT(CpuSeconds(pid_) - before, 0.5) << "the worker spins while it waits for an MA";
 }
 
 TEST_F(WorkerTest, AckLogListsExactlyTheAcknowledgedResults) {

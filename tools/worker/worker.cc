@@ -166,7 +166,11 @@ void Worker::PollOnce() {
     for (const auto& [seq, p] : t->pending)
       next = std::min(next, p.last_sent + options_.ack_timeout);
     if (t->kill_requested && !t->sigkill_sent) next = std::min(next, t->kill_deadline);
-    if (t->exited_at) next = std::min(next, *t->exited_at + kOutsideKillGrace);
+    // Only while that grace runs: a trial that exited long ago and waits
+    // for its results' MAs must not turn the poll into a busy loop.
+    if (t->exited_at && now < *t->exited_at + kOutsideKillGrace) {
+      next = std::min(next, *t->exited_at + kOutsideKillGrace);
+    }
   }
   if (shutting_down_) next = std::min(next, shutdown_deadline_);
   if (options_.max_idle.count() > 0 && trials_.empty()) {
