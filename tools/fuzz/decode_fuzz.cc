@@ -1,9 +1,9 @@
 // Fuzz harness: the protocol decoder (protocol/src/codec.cc, codec_decode.cc,
 // codec_metric.cc), wire-format.md §3.1. Decode must never crash, hang or
 // throw on any bytes; the fast path for results and the general decoder
-// must agree on every input; a message that
-// decodes must re-encode canonically and decode again to the same bytes; a
-// smaller size limit must refuse exactly the messages over it.
+// must agree on every input; a message that decodes must re-encode
+// canonically and decode again to the same bytes; a smaller size limit must
+// refuse exactly the messages over it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
