@@ -15,6 +15,7 @@
 
 #include "plugin_abi.h"
 #include "tunehost/host/isolated_plugin.h"
+#include "tunehost/host/nni_builtins.h"
 #include "tunehost/host/plugin.h"
 #include "tunehost/host/plugin_text.h"
 #include "tunehost/sdk/sdk.h"
@@ -323,7 +324,11 @@ Status PluginRegistry::CreateTuner(std::string_view name_or_id, std::string_view
                                    SendTrialFn send_trial, std::unique_ptr<Tuner>* out,
                                    const IsolationOptions* isolation) {
   const Entry* e = FindEntry(entries_, TH_KIND_TUNER, name_or_id);
-  if (e == nullptr) return Status::NotFound("no tuner plugin named " + std::string(name_or_id));
+  if (e == nullptr) {
+    std::string text = "no tuner plugin named " + std::string(name_or_id);
+    if (auto advice = MissingNniBuiltin(TH_KIND_TUNER, name_or_id)) text += ": " + *advice;
+    return Status::NotFound(text);
+  }
   Status st = CheckClassArgs(&class_args, "tuner " + e->info.name);
   if (!st.ok()) return st;
   if (isolation != nullptr) {

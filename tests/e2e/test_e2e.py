@@ -189,7 +189,8 @@ class RunCommandTest(unittest.TestCase):
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
         self.assertRegex(proc.stderr, r"tuner\.name: no tuner plugin named 'SMAC' in .*"
-                                      r"\(available: [^)]*\btpe\b[^)]*\)")
+                                      r"\(available: [^)]*\btpe\b[^)]*\): NNI's SMAC .* is not "
+                                      r"shipped with tunehost; the closest built-in is tpe")
         self.assertRegex(proc.stderr, r"assessor\.name: no assessor plugin named 'Nope' in .*"
                                       r"\(available: [^)]*\bmedianstop\b[^)]*\)")
         self.assertFalse(os.path.exists(os.path.join(tmp, "wd")), "nothing is created")

@@ -18,6 +18,7 @@
 #include <msgpack.hpp>
 
 #include "test_util.h"
+#include "tunehost/host/nni_builtins.h"
 #include "tunehost/host/plugin.h"
 #include "tunehost/sdk/version.h"
 
@@ -220,6 +221,31 @@ TEST(PluginRegistryTest, LooksUpByNameAndByIdWithinKind) {
             Status::Code::kNotFound);
   EXPECT_EQ(registry.CreateAssessor("fixture-tuner", kEmptyMap, &assessor).code(),
             Status::Code::kNotFound);
+}
+
+// NNI's built-ins that tunehost does not ship are refused with the closest
+// built-in (nni-semantics.md §6), in either of NNI's spellings and any case;
+// other unknown names, and assessors, get the plain refusal.
+TEST(PluginRegistryTest, AnNniBuiltinNotShippedIsRefusedWithTheClosestBuiltin) {
+  PluginRegistry registry;
+  ASSERT_OK(registry.LoadFile(Fixture("good_tuner")));
+  std::unique_ptr<Tuner> tuner;
+  Status st = registry.CreateTuner("SMAC", kEmptyMap, nullptr, &tuner);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("no tuner plugin named SMAC: NNI's SMAC"));
+  EXPECT_THAT(st.message(), HasSubstr("closest built-in is tpe"));
+  for (const char* name : {"GPTuner", "gp", "MetisTuner", "DNGOTuner", "TPE_legacy", "PBTTuner",
+                           "pbt", "RegularizedEvolutionTuner", "NetworkMorphism", "PPOTuner"}) {
+    ASSERT_TRUE(MissingNniBuiltin("tuner", name).has_value()) << name;
+    EXPECT_THAT(*MissingNniBuiltin("tuner", name), HasSubstr("not shipped")) << name;
+  }
+  EXPECT_THAT(*MissingNniBuiltin("tuner", "PBTTuner"), HasSubstr("closest is evolution"));
+  for (const char* name : {"nope", "", "SMA", "smacc", "tpe", "GridSearch"}) {
+    EXPECT_FALSE(MissingNniBuiltin("tuner", name).has_value()) << name;
+  }
+  EXPECT_FALSE(MissingNniBuiltin("assessor", "SMAC").has_value());
+  st = registry.CreateTuner("nope", kEmptyMap, nullptr, &tuner);
+  EXPECT_EQ(st.message(), "no tuner plugin named nope");
 }
 
 TEST(PluginRegistryTest, BadClassArgsAreReported) {

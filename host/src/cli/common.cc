@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli.h"
+#include "tunehost/host/nni_builtins.h"
 #include "tunehost/sdk/version.h"
 
 namespace tunehost::host::cli {
@@ -186,6 +187,7 @@ Status CheckPluginsExist(const PluginRegistry& registry, const std::string& plug
     problems += config.source_file.string() + ": " + key + ".name: no " + kind +
                 " plugin named '" + spec.name + "' in " + plugin_dirs + " (available: " +
                 (available.empty() ? std::string("none") : available) + ")";
+    if (auto advice = MissingNniBuiltin(kind, spec.name)) problems += ": " + *advice;
   };
   check("tuner", "tuner", config.spec.tuner);
   if (config.spec.assessor) check("assessor", "assessor", *config.spec.assessor);
