@@ -22,6 +22,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config \
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libmsgpack-dev libboost-dev libspdlog-dev \
   libgtest-dev libgmock-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
-  libcpp-httplib-dev libjs-chart.js \
+  libcpp-httplib-dev libjs-chart.js libeigen3-dev \
   python3 python3-zmq python3-msgpack "${test_packages[@]}" >/dev/null
 echo "setup-debian: dependencies installed"

@@ -68,6 +68,31 @@ class RunCommandTest(unittest.TestCase):
         best = max(t["final_metric"] for t in succeeded)
         self.assertIn("%.4f" % best, proc.stdout)
 
+    def test_the_example_runs_with_the_cmaes_tuner(self):
+        with open(os.path.join(ROOT, "examples", "quadratic", "experiment.yaml")) as f:
+            text = f.read()
+        tmp = tempfile.mkdtemp(prefix="tunehost-cmaes-")
+        text = text.replace("trialCodeDirectory: .",
+                            "trialCodeDirectory: %s\nexperimentWorkingDirectory: %s"
+                            % (os.path.join(ROOT, "examples", "quadratic"), tmp))
+        start = text.index("tuner:")
+        end = text.index("assessor:")
+        text = text[:start] + ("tuner:\n  name: cmaes\n  classArgs: {seed: 7, popsize: 4, "
+                               "optimize_mode: maximize}\n") + text[end:]
+        proc, summary = self.run_experiment(text)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 24)
+        for t in trials:
+            self.assertIn(t["status"], TERMINAL)
+            p = t["parameters"]
+            self.assertTrue(-5 <= p["x"] <= 5, p)
+            self.assertTrue(0.0001 <= p["lr"] <= 0.1, p)
+            self.assertIn(p["layers"], range(1, 6))
+            self.assertIn(p["optimizer"], ("sgd", "adam"))
+        self.assertTrue(any(t["status"] == "SUCCEEDED" for t in trials))
+
     def test_medianstop_stops_a_bad_trial(self):
         tmp = tempfile.mkdtemp(prefix="tunehost-medianstop-")
         write(os.path.join(tmp, "trial.py"), """

@@ -186,6 +186,17 @@ std::vector<TunerRow> TunerRows() {
     r.budget_max = 9;
     add(r);
   }
+  {
+    // A small population, so that generations turn over within a scripted run.
+    TunerRow r = NewRow<TunerRow>("cmaes", "cmaes", "cmaes");
+    r.class_args = {{"seed", 20}, {"popsize", 4}};
+    r.space = FlatSpace();
+    r.bad_space = nested_choice;
+    r.bad_space_key = "conform_nested_key";
+    r.wrong_arg = {{"popsize", 1}};
+    r.wrong_arg_name = "popsize";
+    add(r);
+  }
   for (TunerRow& r : rows) {
     if (r.bad_space.is_null()) {
       r.bad_space = UnknownTypeSpace();

@@ -1,0 +1,181 @@
+// Tests of plugins/cmaes/cmaes_tuner.{h,cc}: CMA-ES with Optuna's
+// CmaEsSampler defaults (population, step size, centre, one random start-up
+// trial), generations told only by their own trials, choices drawn at random,
+// convergence on a shifted sphere and a rotated ill-conditioned ellipsoid
+// (better than random search with the same budget), class_args and import.
+#include "cmaes/cmaes_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plugins/plugin_testing.h"
+#include "plugins/tuner_testing.h"
+#include "random/random_tuner.h"
+
+namespace tunehost::plugins::testing {
+namespace {
+
+constexpr const char* kSquare = R"({
+  "x": {"_type": "uniform", "_value": [0, 1]},
+  "y": {"_type": "uniform", "_value": [0, 1]}})";
+
+// Runs `generations` x `batch` trials in batches (all of a batch generated,
+// then all reported), minimizing `f` over the parameter map; the best value.
+double Minimize(sdk::Tuner& tuner, const std::function<double(const Json&)>& f, int trials,
+                int batch, bool maximize = false) {
+  double best = std::numeric_limits<double>::infinity();
+  int64_t id = 0;
+  for (int done = 0; done < trials; done += batch) {
+    std::vector<std::string> params = GenerateN(tuner, batch, id);
+    for (int i = 0; i < batch; ++i) {
+      const double v = f(ToJson(params[static_cast<size_t>(i)]));
+      best = std::min(best, v);
+      ReportResult(tuner, id + i, params[static_cast<size_t>(i)], maximize ? -v : v);
+      tuner.TrialEnd(id + i, true);
+    }
+    id += batch;
+  }
+  return best;
+}
+
+double ShiftedSphere(const Json& p) {
+  const double x = p.at("x").get<double>() - 0.3, y = p.at("y").get<double>() - 0.7;
+  return x * x + y * y;
+}
+
+TEST(CmaEsTunerTest, DefaultsAreOptunasAndTheStartUpTrialIsNotTold) {
+  RecordingHost host;
+  auto tuner = MakeTuner<CmaEsTuner>(host, kSquare, R"({"seed": 1, "optimize_mode": "minimize"})");
+  EXPECT_EQ(tuner->dimensions(), 2u);
+  EXPECT_EQ(tuner->popsize(), 6u);  // 4 + floor(3 ln 2)
+  EXPECT_DOUBLE_EQ(tuner->sigma(), 1.0 / 6);
+  EXPECT_DOUBLE_EQ(tuner->mean()[0], 0.5);
+  // Trial 0 is the random start-up trial: its result is not one of the six.
+  std::vector<std::string> params = GenerateN(*tuner, 7);
+  for (int64_t id = 0; id < 6; ++id) ReportResult(*tuner, id, params[id], 1.0 + id);
+  EXPECT_EQ(tuner->generation(), 0u);
+  ReportResult(*tuner, 6, params[6], 7.0);
+  EXPECT_EQ(tuner->generation(), 1u);
+
+  auto five = MakeTunerOf<CmaEsTuner>(
+      host, Json::parse(R"({"a": {"_type": "uniform", "_value": [0, 1]},
+                             "b": {"_type": "loguniform", "_value": [0.001, 1]},
+                             "c": {"_type": "quniform", "_value": [0, 10, 2]},
+                             "d": {"_type": "normal", "_value": [0, 1]},
+                             "e": {"_type": "randint", "_value": [0, 3]},
+                             "f": {"_type": "choice", "_value": ["p", "q"]}})"),
+      Json{{"seed", 2}});
+  EXPECT_EQ(five->dimensions(), 5u);  // choice is not a dimension
+  EXPECT_EQ(five->popsize(), 8u);     // 4 + floor(3 ln 5)
+}
+
+TEST(CmaEsTunerTest, ResultsOfAnOlderGenerationOrWithoutAResultAreNotUsed) {
+  RecordingHost host;
+  auto tuner = MakeTuner<CmaEsTuner>(host, kSquare,
+                                     R"({"seed": 3, "popsize": 4, "n_startup_trials": 0})");
+  std::vector<std::string> params = GenerateN(*tuner, 6);
+  tuner->TrialEnd(0, false);  // ended without a result
+  for (int64_t id = 1; id < 4; ++id) ReportResult(*tuner, id, params[id], 1.0);
+  EXPECT_EQ(tuner->generation(), 0u) << "three results of four";
+  ReportResult(*tuner, 4, params[4], 1.0);
+  EXPECT_EQ(tuner->generation(), 1u);
+  ReportResult(*tuner, 5, params[5], 1.0);  // drawn in generation 0: not told
+  std::vector<std::string> next = GenerateN(*tuner, 4, 6);
+  for (int64_t i = 0; i < 3; ++i) ReportResult(*tuner, 6 + i, next[i], 1.0);
+  EXPECT_EQ(tuner->generation(), 1u) << "the stale result counted";
+  ReportResult(*tuner, 9, next[3], 1.0);
+  EXPECT_EQ(tuner->generation(), 2u);
+}
+
+TEST(CmaEsTunerTest, ConvergesOnAShiftedSphereInBothOptimizeModes) {
+  RecordingHost host;
+  for (const char* mode : {"minimize", "maximize"}) {
+    SCOPED_TRACE(mode);
+    Json args{{"seed", 4}, {"optimize_mode", mode}};
+    auto tuner = MakeTunerOf<CmaEsTuner>(host, Json::parse(kSquare), args);
+    const double best = Minimize(*tuner, ShiftedSphere, 300, 6, std::string(mode) == "maximize");
+    EXPECT_LT(best, 1e-6);
+    EXPECT_NEAR(tuner->mean()[0], 0.3, 0.01);
+    EXPECT_NEAR(tuner->mean()[1], 0.7, 0.01);
+    EXPECT_LT(tuner->sigma(), 0.01);
+  }
+}
+
+// A rotated ellipsoid of condition 10^4 in 6 dimensions: CMA-ES learns the
+// rotated covariance; random search with the same budget gets nowhere near.
+TEST(CmaEsTunerTest, LearnsARotatedIllConditionedEllipsoidBetterThanRandomSearch) {
+  Json space = Json::object();
+  const int n = 6;
+  for (int i = 0; i < n; ++i) {
+    space["x" + std::to_string(i)] = Json{{"_type", "uniform"}, {"_value", {-5, 5}}};
+  }
+  auto f = [&](const Json& p) {
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+      // Rotation: z_i = x_i + x_{i+1} - 1 mixes neighbours (optimum near 0.5 each).
+      const double xi = p.at("x" + std::to_string(i)).get<double>();
+      const double xj = p.at("x" + std::to_string((i + 1) % n)).get<double>();
+      const double z = xi + 0.5 * xj - 0.75;
+      sum += std::pow(1e4, static_cast<double>(i) / (n - 1)) * z * z;
+    }
+    return sum;
+  };
+  RecordingHost host;
+  auto cma = MakeTunerOf<CmaEsTuner>(host, space, Json{{"seed", 5}, {"optimize_mode", "minimize"}});
+  auto random = MakeTunerOf<RandomTuner>(host, space, Json{{"seed", 5}});
+  const double cma_best = Minimize(*cma, f, 2000, 10);
+  const double random_best = Minimize(*random, f, 2000, 10);
+  EXPECT_LT(cma_best, 1e-4);
+  EXPECT_LT(cma_best * 1000, random_best);
+}
+
+TEST(CmaEsTunerTest, ChoicesAreDrawnAtRandomAndEveryValueStaysInItsSpace) {
+  RecordingHost host;
+  auto tuner = MakeTuner<CmaEsTuner>(host, R"({
+    "act": {"_type": "choice", "_value": ["relu", "tanh", "sigmoid"]},
+    "layers": {"_type": "randint", "_value": [1, 4]},
+    "lr": {"_type": "qloguniform", "_value": [0.001, 0.1, 0.001]}})",
+                                     R"({"seed": 6, "n_startup_trials": 0})");
+  EXPECT_EQ(tuner->dimensions(), 2u);
+  std::set<std::string> acts;
+  std::set<int64_t> layers;
+  std::vector<std::string> params = GenerateN(*tuner, 200);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Json p = ToJson(params[i]);
+    acts.insert(p.at("act").get<std::string>());
+    layers.insert(p.at("layers").get<int64_t>());
+    EXPECT_GE(p.at("lr").get<double>(), 0.001);
+    EXPECT_LE(p.at("lr").get<double>(), 0.1);
+    ReportResult(*tuner, static_cast<int64_t>(i), params[i], p.at("layers").get<double>());
+  }
+  EXPECT_EQ(acts, (std::set<std::string>{"relu", "tanh", "sigmoid"}));
+  EXPECT_TRUE(layers.count(3) == 1 && *layers.begin() >= 1 && *layers.rbegin() <= 3);
+}
+
+TEST(CmaEsTunerTest, ClassArgsAreCheckedAndImportedResultsJoinTheGeneration) {
+  RecordingHost host;
+  for (const char* args : {R"({"popsize": 1})", R"({"sigma0": 0})", R"({"sigma0": 1.5})",
+                           R"({"n_startup_trials": -1})", R"({"x0": {}})"}) {
+    SCOPED_TRACE(args);
+    EXPECT_THROW(MakeTuner<CmaEsTuner>(host, kSquare, args), sdk::Error);
+  }
+  auto tuner = MakeTuner<CmaEsTuner>(host, kSquare, R"({"seed": 7, "popsize": 4})");
+  Json records = Json::array();
+  for (int i = 0; i < 4; ++i) {
+    records.push_back({{"parameters", {{"x", 0.1 * i}, {"y", 0.2}}}, {"value", i}});
+  }
+  Import(*tuner, records);
+  EXPECT_EQ(tuner->generation(), 1u);
+}
+
+}  // namespace
+}  // namespace tunehost::plugins::testing
