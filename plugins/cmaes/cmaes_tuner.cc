@@ -37,6 +37,9 @@ Eigen::VectorXd UnpackVector(const msgpack::object* o, size_t n, const char* wha
     const msgpack::object& x = o->via.array.ptr[i];
     if (!sdk::IsNumber(x)) BadState(std::string(what) + " holds a non-number");
     v[static_cast<Eigen::Index>(i)] = sdk::AsDouble(x, what);
+    if (!std::isfinite(v[static_cast<Eigen::Index>(i)])) {
+      BadState(std::string(what) + " holds a value that is not finite");
+    }
   }
   return v;
 }
@@ -387,8 +390,9 @@ void CmaEsTuner::LoadState(std::string_view state) {
     if (e.type != msgpack::type::ARRAY || e.via.array.size != 2 || !sdk::IsNumber(e.via.array.ptr[1])) {
       BadState("bad told entry");
     }
-    told.emplace_back(UnpackVector(&e.via.array.ptr[0], n, "told point"),
-                      sdk::AsDouble(e.via.array.ptr[1], "told"));
+    const double loss = sdk::AsDouble(e.via.array.ptr[1], "told");
+    if (!std::isfinite(loss)) BadState("a told loss is not finite");
+    told.emplace_back(UnpackVector(&e.via.array.ptr[0], n, "told point"), loss);
   }
   if (told.size() >= std::max<size_t>(popsize_, 1) && n > 0) BadState("a full generation not told");
 

@@ -177,5 +177,42 @@ TEST(CmaEsTunerTest, ClassArgsAreCheckedAndImportedResultsJoinTheGeneration) {
   EXPECT_EQ(tuner->generation(), 1u);
 }
 
+// A saved state that would make the tuner emit NaN or lose its distribution
+// is refused with what is wrong, and the tuner keeps its own.
+TEST(CmaEsTunerTest, ABadSavedStateIsRefusedAndChangesNothing) {
+  RecordingHost host;
+  auto tuner = MakeTuner<CmaEsTuner>(host, kSquare,
+                                     R"({"seed": 8, "popsize": 4, "n_startup_trials": 0})");
+  std::vector<std::string> params = GenerateN(*tuner, 4);
+  for (int64_t id = 0; id < 4; ++id) ReportResult(*tuner, id, params[id], static_cast<double>(id));
+  const std::string good = tuner->SaveState();
+  const Json state = Json::from_msgpack(good);
+  auto refused = [&](const Json& bad, const std::string& part) {
+    SCOPED_TRACE(part);
+    auto other = MakeTuner<CmaEsTuner>(host, kSquare, R"({"seed": 9, "popsize": 4})");
+    const std::vector<uint8_t> bytes = Json::to_msgpack(bad);
+    ExpectError([&] { other->LoadState(std::string(bytes.begin(), bytes.end())); },
+                TH_INVALID_ARGUMENT, {part});
+    EXPECT_EQ(other->generation(), 0u);
+    EXPECT_DOUBLE_EQ(other->mean()[0], 0.5);
+  };
+  Json nan_mean = state;
+  nan_mean["mean"][0] = std::numeric_limits<double>::quiet_NaN();
+  refused(nan_mean, "mean holds a value that is not finite");
+  Json not_positive = state;
+  not_positive["C"] = Json::array({1.0, 2.0, 2.0, 1.0});
+  refused(not_positive, "positive definite");
+  Json wider = state;
+  wider["dimensions"] = 3;
+  refused(wider, "dimensions");
+  Json no_sigma = state;
+  no_sigma["sigma"] = -1.0;
+  refused(no_sigma, "sigma");
+  auto other = MakeTuner<CmaEsTuner>(host, kSquare, R"({"seed": 9, "popsize": 4})");
+  other->LoadState(good);
+  EXPECT_EQ(other->generation(), 1u);
+  EXPECT_EQ(other->mean(), tuner->mean());
+}
+
 }  // namespace
 }  // namespace tunehost::plugins::testing
