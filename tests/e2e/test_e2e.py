@@ -43,13 +43,19 @@ class RunCommandTest(unittest.TestCase):
         with open(summary, encoding="utf-8") as f:
             return proc, json.load(f)
 
-    def test_example_experiment_finishes_every_trial(self):
+    @staticmethod
+    def example_config(prefix):
+        """The example experiment's text, its trial code where it is and its
+        working directory in a new temporary directory."""
         with open(os.path.join(ROOT, "examples", "quadratic", "experiment.yaml")) as f:
             text = f.read()
-        tmp = tempfile.mkdtemp(prefix="tunehost-example-")
-        text = text.replace("trialCodeDirectory: .",
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        return text.replace("trialCodeDirectory: .",
                             "trialCodeDirectory: %s\nexperimentWorkingDirectory: %s"
                             % (os.path.join(ROOT, "examples", "quadratic"), tmp))
+
+    def test_example_experiment_finishes_every_trial(self):
+        text = self.example_config("tunehost-example-")
         proc, summary = self.run_experiment(text)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(summary["status"], "DONE")
@@ -69,12 +75,7 @@ class RunCommandTest(unittest.TestCase):
         self.assertIn("%.4f" % best, proc.stdout)
 
     def test_the_example_runs_with_the_cmaes_tuner(self):
-        with open(os.path.join(ROOT, "examples", "quadratic", "experiment.yaml")) as f:
-            text = f.read()
-        tmp = tempfile.mkdtemp(prefix="tunehost-cmaes-")
-        text = text.replace("trialCodeDirectory: .",
-                            "trialCodeDirectory: %s\nexperimentWorkingDirectory: %s"
-                            % (os.path.join(ROOT, "examples", "quadratic"), tmp))
+        text = self.example_config("tunehost-cmaes-")
         start = text.index("tuner:")
         end = text.index("assessor:")
         text = text[:start] + ("tuner:\n  name: cmaes\n  classArgs: {seed: 7, popsize: 4, "
