@@ -258,6 +258,7 @@ std::vector<TunerSpec>& KnownTuners() {
       {"anneal", "anneal", ""},
       {"evolution", "evolution", ""},
       {"random", "random", ""},
+      {"cmaes", "cmaes", ""},
   };
   return specs;
 }

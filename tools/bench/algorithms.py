@@ -25,11 +25,11 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON = "/usr/bin/python3"  # Debian's: the one that has python3-optuna
-OPTIONAL_PLUGINS = ["tpe", "anneal", "evolution"]
+OPTIONAL_PLUGINS = ["tpe", "anneal", "evolution", "cmaes"]
 # Quality-run labels and the plugin each needs (tpe is the default, joint
 # model; tpe-nni is NNI's per-parameter model, multivariate false).
 QUALITY_TUNERS = [("tpe", "tpe"), ("tpe-nni", "tpe"), ("anneal", "anneal"),
-                  ("evolution", "evolution"), ("random", "random")]
+                  ("evolution", "evolution"), ("cmaes", "cmaes"), ("random", "random")]
 FUNCTION_MIN = {"branin": 0.397887, "hartmann6": -3.32237, "rosenbrock4": 0.0, "ackley5": 0.0}
 
 
@@ -219,6 +219,8 @@ def quality_section(tunehost, optuna, seeds, trials):
         if any(r["tuner"] == label for r in tunehost):
             labels.append(("tunehost " + label, "tunehost", label))
     labels += [("Optuna TPE", "optuna", "tpe"), ("Optuna random", "optuna", "random")]
+    if any(r["tuner"] == "cmaes" for r in optuna):
+        labels.append(("Optuna CMA-ES", "optuna", "cmaes"))
     functions = list(FUNCTION_MIN)
 
     def regrets(impl, tuner, fn):
@@ -244,7 +246,7 @@ def quality_section(tunehost, optuna, seeds, trials):
              f"0..{seeds - 1}, all minimized, every dimension uniform. tunehost class_args "
              f"{{\"optimize_mode\":\"minimize\",\"seed\":s}} (tpe-nni adds "
              f"{{\"tpe_args\":{{\"multivariate\":false}}}}); Optuna TPESampler(seed=s) defaults, "
-             f"RandomSampler(seed=s). Lower is better.", "",
+             f"RandomSampler(seed=s), CmaEsSampler(seed=s) defaults. Lower is better.", "",
              table(header, rows), ""]
 
     tunehost_labels = [t for _, impl, t in labels if impl == "tunehost" and t != "random"]
@@ -265,7 +267,11 @@ def quality_section(tunehost, optuna, seeds, trials):
                         f"{t} {med[('tunehost', t, fn)]:.4g}" for t in losers)
                         + f" vs random {rnd:.4g})")
                     + f" [{', '.join(tunehost_labels)}]")
-        lines.append(f"- **{fn}**: {tpe_verdict}; {beat}.")
+        tc, oc = med.get(("tunehost", "cmaes", fn)), med.get(("optuna", "cmaes", fn))
+        cma_verdict = ("" if tc is None or oc is None else
+                       f"; tunehost cmaes median ≤ Optuna CMA-ES: {'yes' if tc <= oc else 'NO'} "
+                       f"({tc:.4g} vs {oc:.4g})")
+        lines.append(f"- **{fn}**: {tpe_verdict}; {beat}{cma_verdict}.")
     missing = [label for label, _ in QUALITY_TUNERS
                if not any(r["tuner"] == label for r in tunehost)]
     if missing:
@@ -389,8 +395,14 @@ def main():
                                     ",".join(quality_tuners), "--seeds", str(many_seeds),
                                     "--trials", str(trials)]).stdout)
     t = phase("tunehost quality", t)
+    samplers = "tpe,random"
+    if run([PYTHON, "-c", "import cmaes"], check=False).returncode == 0:
+        samplers += ",cmaes"
+    else:
+        note("python3-cmaes is missing: no Optuna CMA-ES in this run (apt-get install -y "
+             "python3-cmaes)")
     optuna_quality = json_lines(run([PYTHON, optuna_py, "--quality", "--seeds", str(seeds),
-                                     "--trials", str(trials)]).stdout)
+                                     "--trials", str(trials), "--samplers", samplers]).stdout)
     t = phase("Optuna quality", t)
     host = run([os.path.join(build_dir, "bin", "tunehost-bench"), "--plugins", plugins]
                + host_args, check=False)

@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # Debian's interpreter: the one that has python3-optuna.
 if ! /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
-  echo "algorithms.sh: Optuna is missing; install it with: apt-get install -y python3-optuna" >&2
+  echo "algorithms.sh: Optuna is missing; install it with: apt-get install -y python3-optuna python3-cmaes" >&2
   exit 2
 fi
 exec /usr/bin/python3 "$here/algorithms.py" "$@"

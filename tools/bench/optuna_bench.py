@@ -8,7 +8,8 @@ Same modes and JSON lines as tunehost-algo-bench:
   --self-check  assert every test function's value at its known minimizer;
                 with --probes FILE also check the C++ probe points
 
-Samplers: "tpe" = TPESampler(seed=s) with defaults, "random" = RandomSampler(seed=s).
+Samplers: "tpe" = TPESampler(seed=s) with defaults, "random" = RandomSampler(seed=s),
+"cmaes" = CmaEsSampler(seed=s) with defaults (needs python3-cmaes).
 Run with Debian's /usr/bin/python3 (python3-optuna 3.1).
 """
 
@@ -128,6 +129,8 @@ def make_sampler(optuna, name, seed):
         return optuna.samplers.TPESampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if name == "cmaes":  # needs python3-cmaes
+        return optuna.samplers.CmaEsSampler(seed=seed)
     raise SystemExit(f"unknown sampler {name}")
 
 
