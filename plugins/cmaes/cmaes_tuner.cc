@@ -81,8 +81,9 @@ void CmaEsTuner::UpdateSearchSpace(const msgpack::object& space) {
   space_ = std::move(parsed);
   dims_ = std::move(dims);
   const auto n = static_cast<double>(dims_.size());
-  popsize_ = popsize_arg_ ? static_cast<size_t>(*popsize_arg_)
-                          : (dims_.empty() ? 0 : 4 + static_cast<size_t>(std::floor(3 * std::log(n))));
+  popsize_ = popsize_arg_
+                 ? static_cast<size_t>(*popsize_arg_)
+                 : (dims_.empty() ? 0 : 4 + static_cast<size_t>(std::floor(3 * std::log(n))));
   Reset();
   generation_ = 0;
   startup_left_ = n_startup_;
@@ -178,8 +179,7 @@ sdk::Assignment CmaEsTuner::AssignmentOf(const Eigen::VectorXd& u) {
   return a;
 }
 
-bool CmaEsTuner::GenerateParameters(int64_t parameter_id,
-                                    msgpack::packer<msgpack::sbuffer>& out) {
+bool CmaEsTuner::GenerateParameters(int64_t parameter_id, msgpack::packer<msgpack::sbuffer>& out) {
   const sdk::SearchSpace& space = Space();
   if (startup_left_ > 0 || dims_.empty()) {
     if (startup_left_ > 0) --startup_left_;
@@ -207,8 +207,9 @@ void CmaEsTuner::ReceiveTrialResult(int64_t parameter_id, const msgpack::object&
     try {
       Tell(PointOf(Space().FromParameters(parameters)), scalar);
     } catch (const sdk::Error&) {
-      host().Warn("cmaes: result of a customized trial whose parameters do not fit the "
-                  "search space; ignored");
+      host().Warn(
+          "cmaes: result of a customized trial whose parameters do not fit the "
+          "search space; ignored");
     }
   }
   // Otherwise a random start-up trial's result, or a second result: nothing to learn.
@@ -269,10 +270,11 @@ void CmaEsTuner::Update() {
   const Eigen::VectorXd y_w = Y * w;
   mean_ += sigma_ * y_w;
   const Eigen::MatrixXd c_inv_sqrt = B_ * D_.cwiseInverse().asDiagonal() * B_.transpose();
-  p_sigma_ = (1 - c_sigma) * p_sigma_ + std::sqrt(c_sigma * (2 - c_sigma) * mu_eff) * c_inv_sqrt * y_w;
+  p_sigma_ =
+      (1 - c_sigma) * p_sigma_ + std::sqrt(c_sigma * (2 - c_sigma) * mu_eff) * c_inv_sqrt * y_w;
   const double g = static_cast<double>(generation_ + 1);
-  const bool h_sigma = p_sigma_.norm() / std::sqrt(1 - std::pow(1 - c_sigma, 2 * g)) <
-                       (1.4 + 2 / (n + 1)) * chi_n;
+  const bool h_sigma =
+      p_sigma_.norm() / std::sqrt(1 - std::pow(1 - c_sigma, 2 * g)) < (1.4 + 2 / (n + 1)) * chi_n;
   p_c_ = (1 - c_c) * p_c_ + (h_sigma ? std::sqrt(c_c * (2 - c_c) * mu_eff) : 0.0) * y_w;
   const double delta = h_sigma ? 0.0 : c_c * (2 - c_c);
   C_ = (1 + c_1 * delta - c_1 - c_mu) * C_ + c_1 * p_c_ * p_c_.transpose() +
@@ -281,8 +283,8 @@ void CmaEsTuner::Update() {
   told_.clear();
   ++generation_;
   if (!std::isfinite(sigma_) || sigma_ < 1e-30 || !mean_.allFinite() || !Decompose()) {
-    host().Warn("cmaes: the distribution degenerated at generation " +
-                std::to_string(generation_) + "; starting again from the initial one");
+    host().Warn("cmaes: the distribution degenerated at generation " + std::to_string(generation_) +
+                "; starting again from the initial one");
     Reset();
   }
 }
@@ -338,7 +340,8 @@ void CmaEsTuner::LoadState(std::string_view state) {
   auto key = [&](const char* k) { return sdk::FindKey(o, k); };
   auto u64 = [&](const char* k) {
     const msgpack::object* v = key(k);
-    if (v == nullptr || v->type != msgpack::type::POSITIVE_INTEGER) BadState(std::string("no ") + k);
+    if (v == nullptr || v->type != msgpack::type::POSITIVE_INTEGER)
+      BadState(std::string("no ") + k);
     return v->via.u64;
   };
   const uint64_t seed = u64("seed");
@@ -353,8 +356,8 @@ void CmaEsTuner::LoadState(std::string_view state) {
   if (maximize->via.boolean != maximize_) BadState("saved with the other optimize_mode");
   const size_t n = dims_.size();
   if (u64("dimensions") != n) {
-    BadState("saved for " + std::to_string(u64("dimensions")) + " dimensions, this search space has " +
-             std::to_string(n));
+    BadState("saved for " + std::to_string(u64("dimensions")) +
+             " dimensions, this search space has " + std::to_string(n));
   }
   const uint64_t generation = u64("generation");
   const msgpack::object* startup = key("startup_left");
@@ -387,7 +390,8 @@ void CmaEsTuner::LoadState(std::string_view state) {
   if (t == nullptr || t->type != msgpack::type::ARRAY) BadState("no told list");
   for (uint32_t i = 0; i < t->via.array.size; ++i) {
     const msgpack::object& e = t->via.array.ptr[i];
-    if (e.type != msgpack::type::ARRAY || e.via.array.size != 2 || !sdk::IsNumber(e.via.array.ptr[1])) {
+    if (e.type != msgpack::type::ARRAY || e.via.array.size != 2 ||
+        !sdk::IsNumber(e.via.array.ptr[1])) {
       BadState("bad told entry");
     }
     const double loss = sdk::AsDouble(e.via.array.ptr[1], "told");
