@@ -19,7 +19,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  g++ cmake make pkg-config \
+  g++ cmake make pkg-config ccache \
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libmsgpack-dev libboost-dev libspdlog-dev \
   libgtest-dev libgmock-dev libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev \
   libcpp-httplib-dev libjs-chart.js libeigen3-dev \

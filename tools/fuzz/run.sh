@@ -23,8 +23,13 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=(decode experiment_config search_space metric_line)
 
+launcher=()  # ccache when installed, as tools/build.sh
+if command -v ccache >/dev/null && ccache --show-stats >/dev/null 2>&1; then
+  export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DPython3_EXECUTABLE=/usr/bin/python3 -DTH_FUZZ=ON -DTH_BUILD_TESTS=OFF >/dev/null
+  -DPython3_EXECUTABLE=/usr/bin/python3 -DTH_FUZZ=ON -DTH_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null
 targets=()
 for h in "${harnesses[@]}"; do targets+=(--target "tunehost-fuzz-$h"); done
 cmake --build "$build" -j"$(nproc)" "${targets[@]}" >/dev/null
