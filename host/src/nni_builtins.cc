@@ -18,15 +18,14 @@ constexpr Missing kMissing[] = {
     {{"smac", ""},
      "NNI's SMAC (random-forest Bayesian optimization) is not shipped with tunehost; the closest "
      "built-in is tpe (model-based, the same spaces; name: TPE)"},
-    {{"gptuner", "gp"},
-     "NNI's GPTuner (Gaussian-process Bayesian optimization) is not shipped with tunehost; the "
-     "closest built-in is tpe (model-based; name: TPE)"},
     {{"metistuner", "metis"},
      "NNI's MetisTuner (Gaussian process with re-sampling of outliers) is not shipped with "
-     "tunehost; the closest built-in is tpe (model-based; name: TPE)"},
+     "tunehost; the closest built-in is gp (a Gaussian process, no re-sampling; name: "
+     "GPTuner)"},
     {{"dngotuner", "dngo"},
      "NNI's DNGOTuner (a neural network's features under Bayesian linear regression) is not "
-     "shipped with tunehost; the closest built-in is tpe (model-based; name: TPE)"},
+     "shipped with tunehost; the closest built-in is gp (Bayesian optimization with a "
+     "Gaussian process; name: GPTuner)"},
     {{"tpe_legacy", ""},
      "NNI's TPE_legacy (hyperopt's TPE) is not shipped with tunehost; its own tpe follows NNI's "
      "TPE and takes the same spaces (name: TPE; its arguments are tpe_args, not hyperopt's)"},

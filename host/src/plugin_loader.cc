@@ -276,7 +276,8 @@ std::string Lower(std::string_view s) {
 // differs, so an NNI config's `name: GridSearch` works unchanged.
 std::string_view NniAlias(const std::string& lower) {
   static const std::pair<std::string_view, std::string_view> kAliases[] = {
-      {"gridsearch", "grid"}, {"batchtuner", "batch"}, {"randomsearch", "random"}};
+      {"gridsearch", "grid"}, {"batchtuner", "batch"}, {"randomsearch", "random"},
+      {"gptuner", "gp"}};
   for (const auto& [nni, ours] : kAliases) {
     if (lower == nni) return ours;
   }

@@ -74,12 +74,13 @@ class RunCommandTest(unittest.TestCase):
         best = max(t["final_metric"] for t in succeeded)
         self.assertIn("%.4f" % best, proc.stdout)
 
-    def test_the_example_runs_with_the_cmaes_tuner(self):
-        text = self.example_config("tunehost-cmaes-")
+    def run_example_with_tuner(self, prefix, tuner):
+        """The example experiment with `tuner` (YAML text of the tuner's map)
+        instead of its own: every trial ends, inside the space, some succeed."""
+        text = self.example_config(prefix)
         start = text.index("tuner:")
         end = text.index("assessor:")
-        text = text[:start] + ("tuner:\n  name: cmaes\n  classArgs: {seed: 7, popsize: 4, "
-                               "optimize_mode: maximize}\n") + text[end:]
+        text = text[:start] + "tuner:\n" + tuner + "\n" + text[end:]
         proc, summary = self.run_experiment(text)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(summary["status"], "DONE")
@@ -93,6 +94,20 @@ class RunCommandTest(unittest.TestCase):
             self.assertIn(p["layers"], range(1, 6))
             self.assertIn(p["optimizer"], ("sgd", "adam"))
         self.assertTrue(any(t["status"] == "SUCCEEDED" for t in trials))
+        return summary
+
+    def test_the_example_runs_with_the_cmaes_tuner(self):
+        self.run_example_with_tuner(
+            "tunehost-cmaes-",
+            "  name: cmaes\n  classArgs: {seed: 7, popsize: 4, optimize_mode: maximize}")
+
+    def test_the_example_runs_with_nnis_gptuner_as_nni_names_it(self):
+        # NNI's builtin name and arguments: the gp tuner runs them.
+        self.run_example_with_tuner(
+            "tunehost-gp-",
+            "  name: GPTuner\n  classArgs: {optimize_mode: maximize, utility: ei, kappa: 5.0, "
+            "xi: 0.0, nu: 2.5, alpha: 1e-6, cold_start_num: 5, selection_num_warm_up: 5000, "
+            "selection_num_starting_points: 20}")
 
     def test_medianstop_stops_a_bad_trial(self):
         tmp = tempfile.mkdtemp(prefix="tunehost-medianstop-")

@@ -197,6 +197,21 @@ std::vector<TunerRow> TunerRows() {
     r.wrong_arg_name = "popsize";
     add(r);
   }
+  {
+    // A short cold start and small searches for the acquisition's maximum,
+    // so that the model proposes most of a scripted run's trials quickly.
+    TunerRow r = NewRow<TunerRow>("gp", "gp", "gp");
+    r.class_args = {{"seed", 21},
+                    {"cold_start_num", 4},
+                    {"selection_num_warm_up", 500},
+                    {"selection_num_starting_points", 3}};
+    r.space = FlatSpace();
+    r.bad_space = nested_choice;
+    r.bad_space_key = "conform_nested_key";
+    r.wrong_arg = {{"utility", "pi"}};
+    r.wrong_arg_name = "utility";
+    add(r);
+  }
   for (TunerRow& r : rows) {
     if (r.bad_space.is_null()) {
       r.bad_space = UnknownTypeSpace();
