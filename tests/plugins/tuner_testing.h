@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -173,6 +175,26 @@ inline double MetricOf(const Json& j) {
   }
   if (j.is_string()) sum += static_cast<double>(j.get<std::string>().size());
   return sum;
+}
+
+// Runs `trials` trials in batches (all of a batch generated, then all
+// reported and ended), minimizing `f` over the parameter map (reported
+// negated when the tuner maximizes); the best value of f.
+inline double Minimize(sdk::Tuner& tuner, const std::function<double(const Json&)>& f, int trials,
+                       int batch, bool maximize = false) {
+  double best = std::numeric_limits<double>::infinity();
+  int64_t id = 0;
+  for (int done = 0; done < trials; done += batch) {
+    std::vector<std::string> params = GenerateN(tuner, batch, id);
+    for (int i = 0; i < batch; ++i) {
+      const double v = f(ToJson(params[static_cast<size_t>(i)]));
+      best = std::min(best, v);
+      ReportResult(tuner, id + i, params[static_cast<size_t>(i)], maximize ? -v : v);
+      tuner.TrialEnd(id + i, true);
+    }
+    id += batch;
+  }
+  return best;
 }
 
 // Compares two sequences of records that hold packed parameter maps, byte

@@ -36,25 +36,6 @@ Json FastArgs(Json args) {
   return args;
 }
 
-// Runs `trials` trials in batches (all of a batch generated, then all
-// reported), minimizing `f`; the best value.
-double Minimize(sdk::Tuner& tuner, const std::function<double(const Json&)>& f, int trials,
-                int batch, bool maximize = false) {
-  double best = std::numeric_limits<double>::infinity();
-  int64_t id = 0;
-  for (int done = 0; done < trials; done += batch) {
-    std::vector<std::string> params = GenerateN(tuner, batch, id);
-    for (int i = 0; i < batch; ++i) {
-      const double v = f(ToJson(params[static_cast<size_t>(i)]));
-      best = std::min(best, v);
-      ReportResult(tuner, id + i, params[static_cast<size_t>(i)], maximize ? -v : v);
-      tuner.TrialEnd(id + i, true);
-    }
-    id += batch;
-  }
-  return best;
-}
-
 double ShiftedSphere(const Json& p) {
   const double x = p.at("x").get<double>() - 0.3, y = p.at("y").get<double>() - 0.7;
   return x * x + y * y;
