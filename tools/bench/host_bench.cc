@@ -620,9 +620,11 @@ void IngestTarget(const std::string& plugins, size_t metrics) {
   RawIngestPair raw;
   IngestProbe host(plugins, false), stored(plugins, true);
   // Warm-up, not counted: connections, first allocations, the store's first pages.
-  (void)raw.Round(std::vector<std::string>(raw_msgs.begin(), raw_msgs.begin() + per_round / 10));
-  (void)host.Round(per_round / 10);
-  (void)stored.Round(per_round / 10);
+  const size_t warm = std::max<size_t>(1, per_round / 10);
+  (void)raw.Round(std::vector<std::string>(raw_msgs.begin(),
+                                           raw_msgs.begin() + static_cast<std::ptrdiff_t>(warm)));
+  (void)host.Round(warm);
+  (void)stored.Round(warm);
   std::vector<double> rate[3], ratio[2];
   for (size_t r = 0; r < kRounds; ++r) {
     double got[3] = {0, 0, 0};
