@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <utility>
 
 #include "tunehost/sdk/cpp/class_args.h"
@@ -308,9 +307,11 @@ Eigen::VectorXd GpTuner::Suggest() {
   const auto d = static_cast<Eigen::Index>(dims_);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
 
-  // Warm-up: random points, keeping the best `starts` as the refinement's starts.
+  // Warm-up: random points, keeping the best `starts` as the refinement's
+  // starts in a heap whose front is the worst kept (starts may be 10^5).
   const size_t starts = static_cast<size_t>(std::max<int64_t>(starting_points_, 1));
-  std::vector<std::pair<double, Eigen::VectorXd>> top;  // (value, point), best first
+  auto worse = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::vector<std::pair<double, Eigen::VectorXd>> top;  // (value, point)
   for (int64_t done = 0; done < warm_up_;) {
     const Eigen::Index m = std::min<Eigen::Index>(kBatch, warm_up_ - done);
     Eigen::MatrixXd C(m, d);
@@ -319,20 +320,23 @@ Eigen::VectorXd GpTuner::Suggest() {
     }
     const Eigen::VectorXd value = Acquisition(model, C, best);
     for (Eigen::Index i = 0; i < m; ++i) {
-      if (top.size() < starts || value[i] > top.back().first) {
+      if (top.size() < starts) {
         top.emplace_back(value[i], C.row(i).transpose());
-        std::sort(top.begin(), top.end(),
-                  [](const auto& a, const auto& b) { return a.first > b.first; });
-        if (top.size() > starts) top.pop_back();
+        std::push_heap(top.begin(), top.end(), worse);
+      } else if (value[i] > top.front().first) {
+        std::pop_heap(top.begin(), top.end(), worse);
+        top.back() = {value[i], C.row(i).transpose()};
+        std::push_heap(top.begin(), top.end(), worse);
       }
     }
     done += m;
   }
   if (starting_points_ == 0) return top.front().second;
 
-  // Compass search from each start, all starts scored together: a start
-  // moves to its best neighbour (± step along one dimension) when that is
-  // better, else halves its step.
+  // Compass search from each start: a start moves to its best neighbour
+  // (± step along one dimension) when that is better, else halves its step.
+  // Starts are scored together, at most kBatch candidates at once.
+  const size_t per_chunk = std::max<size_t>(1, static_cast<size_t>(kBatch) / (2 * dims_));
   std::vector<double> step(top.size(), kFirstStep);
   for (int it = 0; it < kRefineSteps; ++it) {
     std::vector<size_t> live;
@@ -340,33 +344,34 @@ Eigen::VectorXd GpTuner::Suggest() {
       if (step[s] >= kLastStep) live.push_back(s);
     }
     if (live.empty()) break;
-    Eigen::MatrixXd C(static_cast<Eigen::Index>(live.size()) * 2 * d, d);
-    Eigen::Index row = 0;
-    for (size_t s : live) {
-      for (Eigen::Index k = 0; k < d; ++k) {
-        for (double sign : {-1.0, 1.0}) {
-          Eigen::VectorXd u = top[s].second;
-          u[k] = std::clamp(u[k] + sign * step[s], 0.0, 1.0);
-          C.row(row++) = u.transpose();
+    for (size_t from = 0; from < live.size(); from += per_chunk) {
+      const size_t to = std::min(live.size(), from + per_chunk);
+      Eigen::MatrixXd C(static_cast<Eigen::Index>(to - from) * 2 * d, d);
+      Eigen::Index row = 0;
+      for (size_t j = from; j < to; ++j) {
+        const size_t s = live[j];
+        for (Eigen::Index k = 0; k < d; ++k) {
+          for (double sign : {-1.0, 1.0}) {
+            Eigen::VectorXd u = top[s].second;
+            u[k] = std::clamp(u[k] + sign * step[s], 0.0, 1.0);
+            C.row(row++) = u.transpose();
+          }
         }
       }
-    }
-    Eigen::VectorXd value(C.rows());
-    for (Eigen::Index at = 0; at < C.rows(); at += kBatch) {
-      const Eigen::Index m = std::min<Eigen::Index>(kBatch, C.rows() - at);
-      value.segment(at, m) = Acquisition(model, C.middleRows(at, m), best);
-    }
-    row = 0;
-    for (size_t s : live) {
-      Eigen::Index arg = 0;
-      const double got = value.segment(row, 2 * d).maxCoeff(&arg);
-      if (got > top[s].first) {
-        top[s].first = got;
-        top[s].second = C.row(row + arg).transpose();
-      } else {
-        step[s] /= 2;
+      const Eigen::VectorXd value = Acquisition(model, C, best);
+      row = 0;
+      for (size_t j = from; j < to; ++j) {
+        const size_t s = live[j];
+        Eigen::Index arg = 0;
+        const double got = value.segment(row, 2 * d).maxCoeff(&arg);
+        if (got > top[s].first) {
+          top[s].first = got;
+          top[s].second = C.row(row + arg).transpose();
+        } else {
+          step[s] /= 2;
+        }
+        row += 2 * d;
       }
-      row += 2 * d;
     }
   }
   return std::max_element(top.begin(), top.end(),
