@@ -6,9 +6,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
+#include <iterator>
 #include <limits>
 #include <system_error>
 
@@ -80,10 +83,33 @@ constexpr const char* kSchemaV2ToV3 = R"sql(
 ALTER TABLE trials ADD COLUMN worker_key TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 4: one row per (trial, attempt, type) per committed batch instead
+// of one per result: a batch's values side by side in `vals`, and in `items`
+// a JSON array of [sequence, scalar, offset in vals, length] per result. The
+// view `metrics` shows them as version 3's rows (one per result, same
+// columns), so readers of the store keep reading it as before.
+constexpr const char* kSchemaV3ToV4 = R"sql(
+CREATE TABLE metric_runs(id INTEGER PRIMARY KEY, trial_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+                         type TEXT NOT NULL, items TEXT NOT NULL, vals BLOB NOT NULL,
+                         at REAL NOT NULL, superseded INTEGER NOT NULL DEFAULT 0);
+INSERT INTO metric_runs(trial_id, attempt, type, items, vals, at, superseded)
+  SELECT trial_id, attempt, type, json_array(json_array(sequence, scalar, 0, length(value))),
+         value, at, superseded
+  FROM metrics ORDER BY trial_id, attempt, type, sequence;
+DROP TABLE metrics;
+CREATE INDEX metric_runs_by_trial ON metric_runs(trial_id, attempt);
+CREATE VIEW metrics(trial_id, attempt, type, sequence, value, scalar, at, superseded) AS
+  SELECT r.trial_id, r.attempt, r.type, j.value ->> 0,
+         substr(r.vals, (j.value ->> 2) + 1, j.value ->> 3), CAST(j.value ->> 1 AS REAL), r.at,
+         r.superseded
+  FROM metric_runs r, json_each(r.items) j;
+)sql";
+
 constexpr const char* kMigrations[] = {
     kSchemaV1,      // 0 -> 1
     kSchemaV1ToV2,  // 1 -> 2
     kSchemaV2ToV3,  // 2 -> 3
+    kSchemaV3ToV4,  // 3 -> 4
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
@@ -268,7 +294,11 @@ void Store::Step(sqlite3_stmt* st, const char* what) {
 }
 
 Status Store::Commit() {
-  if (!error_.empty()) return Status::Internal(error_);
+  WriteMetricRuns();
+  if (!error_.empty()) {
+    runs_.clear();
+    return Status::Internal(error_);
+  }
   if (!in_batch_) return Status::Ok();
   in_batch_ = false;
   if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
@@ -377,26 +407,71 @@ void Store::AddTrialEvent(const std::string& trial_id, std::string_view event, u
   Step(st, "trial event");
 }
 
+// A result joins the open batch's run of its (trial, attempt, type); the
+// runs are written when the batch commits (or before anything else touches
+// the metrics). The engine keeps duplicates out (wire-format.md §5.3: counted
+// once), so a run never repeats a sequence that is stored.
 void Store::PutMetric(const std::string& trial_id, const p::ReportMetricData& m) {
   Begin();
-  sqlite3_stmt* st = Prepare(
-      "INSERT OR IGNORE INTO metrics(trial_id, type, sequence, attempt, value, scalar, at) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  if (st == nullptr) return Fail("metric");
-  BindText(st, 1, trial_id);
-  BindText(st, 2, p::ToString(m.type));
-  sqlite3_bind_int64(st, 3, static_cast<sqlite3_int64>(m.sequence));
-  sqlite3_bind_int64(st, 4, m.attempt);
-  BindBlob(st, 5, m.value.raw);
-  sqlite3_bind_double(st, 6, m.value.scalar);  // NaN binds as NULL
-  sqlite3_bind_double(st, 7, WallNow());
-  Step(st, "metric");
+  if (failed()) return;
+  const std::string_view type = p::ToString(m.type);
+  MetricRun* run = nullptr;
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
+    if (it->attempt == m.attempt && it->type == type && it->trial_id == trial_id) {
+      run = &*it;
+      break;
+    }
+  }
+  if (run == nullptr || run->vals.size() >= kMaxRunBytes) {
+    run = &runs_.emplace_back();
+    run->trial_id = trial_id;
+    run->attempt = m.attempt;
+    run->type = type;
+    run->items = "[";
+  }
+  // [sequence, scalar, offset, length]; JSON has no NaN or infinities: null
+  // (what a NaN stored as before) and ±9e999 (which SQLite reads as ±inf).
+  const double scalar = m.value.scalar;
+  const std::string_view scalar_text = std::isnan(scalar)   ? "null"
+                                       : !std::isinf(scalar) ? ""
+                                       : scalar > 0          ? "9e999"
+                                                             : "-9e999";
+  auto out = std::back_inserter(run->items);
+  if (run->items.size() > 1) run->items += ',';
+  if (scalar_text.empty()) {
+    fmt::format_to(out, "[{},{},{},{}]", m.sequence, scalar, run->vals.size(), m.value.raw.size());
+  } else {
+    fmt::format_to(out, "[{},{},{},{}]", m.sequence, scalar_text, run->vals.size(),
+                   m.value.raw.size());
+  }
+  run->vals.append(m.value.raw.data(), m.value.raw.size());
+}
+
+void Store::WriteMetricRuns() {
+  if (runs_.empty()) return;
+  const double now = WallNow();
+  for (MetricRun& run : runs_) {
+    run.items += ']';
+    sqlite3_stmt* st = Prepare(
+        "INSERT INTO metric_runs(trial_id, attempt, type, items, vals, at) "
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    if (st == nullptr) return Fail("metric");
+    BindText(st, 1, run.trial_id);
+    sqlite3_bind_int64(st, 2, run.attempt);
+    BindText(st, 3, run.type);
+    BindText(st, 4, run.items);
+    BindBlob(st, 5, run.vals);
+    sqlite3_bind_double(st, 6, now);
+    Step(st, "metric");
+  }
+  runs_.clear();
 }
 
 void Store::SupersedeMetrics(const std::string& trial_id, uint32_t current_attempt) {
   Begin();
+  WriteMetricRuns();
   sqlite3_stmt* st = Prepare(
-      "UPDATE metrics SET superseded = 1 WHERE trial_id = ?1 AND attempt < ?2 AND "
+      "UPDATE metric_runs SET superseded = 1 WHERE trial_id = ?1 AND attempt < ?2 AND "
       "superseded = 0");
   if (st == nullptr) return Fail("supersede metrics");
   BindText(st, 1, trial_id);
@@ -528,11 +603,14 @@ FROM trials ORDER BY sequence_id)sql");
   }
   sqlite3_reset(st);
   // A trial's metrics are its current attempt's (external trials: whatever
-  // their client sent).
+  // their client sent), in the order they were stored: should a result be
+  // there twice, its first copy counts.
   sqlite3_stmt* ms = Prepare(R"sql(
-SELECT m.trial_id, m.type, m.sequence, m.value, m.scalar FROM metrics m
-JOIN trials t ON t.trial_id = m.trial_id
-WHERE m.superseded = 0 AND (m.attempt = t.attempt OR t.source = 'external'))sql");
+SELECT r.trial_id, r.type, j.value ->> 0, substr(r.vals, (j.value ->> 2) + 1, j.value ->> 3),
+       j.value ->> 1
+FROM metric_runs r JOIN trials t ON t.trial_id = r.trial_id, json_each(r.items) j
+WHERE r.superseded = 0 AND (r.attempt = t.attempt OR t.source = 'external')
+ORDER BY r.id, j.key)sql");
   if (ms == nullptr) return Status::Internal("store " + file_.string() + ": cannot read metrics");
   while (sqlite3_step(ms) == SQLITE_ROW) {
     auto it = index.find(Column(ms, 0));
@@ -544,9 +622,9 @@ WHERE m.superseded = 0 AND (m.attempt = t.attempt OR t.source = 'external'))sql"
                         ? std::numeric_limits<double>::quiet_NaN()
                         : sqlite3_column_double(ms, 4);
     if (Column(ms, 1) == "FINAL") {
-      t.final_metric = std::move(metric);
+      if (!t.final_metric) t.final_metric = std::move(metric);
     } else {
-      t.periodical[static_cast<uint64_t>(sqlite3_column_int64(ms, 2))] = std::move(metric);
+      t.periodical.emplace(static_cast<uint64_t>(sqlite3_column_int64(ms, 2)), std::move(metric));
     }
   }
   sqlite3_reset(ms);

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,6 +149,58 @@ TEST_F(StoreTest, WritesAreInvisibleUntilCommit) {
   ASSERT_OK(s->Commit());
   EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), 1);
   EXPECT_EQ(Query("SELECT COUNT(*) FROM trials"), 1);
+}
+
+// Schema version 4: a batch's results of one trial, attempt and type are one
+// row of metric_runs; the `metrics` view shows them one per result, values
+// and scalars exactly as they came (NaN as NULL, infinities kept).
+TEST_F(StoreTest, ABatchsResultsAreOneRowReadBackOnePerResult) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> values = {0.1, nan, inf, -inf, -1.0 / 3, 1e-300, 42};
+  {
+    auto s = Open(Store::Mode::kCreate);
+    Trial t = MakeTrial("T00000", 0);
+    s->PutTrial(t, 100.0, 0, 0, -1);
+    for (size_t i = 0; i < values.size(); ++i) {
+      s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, i, values[i]));
+    }
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kFinal, 0, 0.5));
+    ASSERT_OK(s->Commit());
+    EXPECT_EQ(Query("SELECT COUNT(*) FROM metric_runs"), 2) << "one row per trial, attempt, type";
+    // Values past a run's size limit open another run.
+    p::ReportMetricData big = MetricData(t.id, p::MetricType::kPeriodical, 0, 1);
+    big.value.raw = std::string(600 << 10, 'x');
+    for (uint64_t i = 100; i < 103; ++i) {
+      big.sequence = i;
+      s->PutMetric(t.id, big);
+    }
+    ASSERT_OK(s->Commit());
+  }
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metric_runs"), 4);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics"), static_cast<int64_t>(values.size()) + 4);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics WHERE sequence = 1 AND scalar IS NULL"), 1);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM metrics WHERE sequence = 101 AND length(value) = 614400 "
+                  "AND value = (SELECT value FROM metrics WHERE sequence = 100)"),
+            1);
+  auto s = Open(Store::Mode::kReadOnly);
+  std::vector<StoredTrial> trials;
+  ASSERT_OK(s->Trials(&trials));
+  ASSERT_EQ(trials.size(), 1u);
+  const StoredTrial& t = trials[0];
+  ASSERT_EQ(t.periodical.size(), values.size() + 3);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const p::Metric& m = t.periodical.at(i);
+    EXPECT_EQ(m.raw, p::PackDouble(values[i])) << i;
+    if (std::isnan(values[i])) {
+      EXPECT_TRUE(std::isnan(m.scalar));
+    } else {
+      EXPECT_EQ(m.scalar, values[i]) << "bit for bit, " << i;
+    }
+  }
+  EXPECT_EQ(t.periodical.at(102).raw, std::string(600 << 10, 'x'));
+  ASSERT_TRUE(t.final_metric);
+  EXPECT_EQ(t.final_metric->scalar, 0.5);
 }
 
 TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {

@@ -33,7 +33,7 @@ namespace tunehost::host {
 struct Trial;
 class WalCheckpointer;
 
-inline constexpr int kStoreSchemaVersion = 3;
+inline constexpr int kStoreSchemaVersion = 4;
 
 // A trial as the store has it (resume and view rebuild the engine from these).
 struct StoredTrial {
@@ -89,7 +89,9 @@ class Store {
                 std::string_view worker_key = "");
   void AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
                      std::string_view worker_id, std::string_view detail);
-  // Keyed by (trial, attempt, type, sequence): a duplicate is ignored.
+  // Stored with the open batch. The caller keeps duplicates (same trial,
+  // attempt, type and sequence) out; should one come, Trials() reads the
+  // first copy.
   void PutMetric(const std::string& trial_id, const protocol::ReportMetricData& m);
   // Marks the rows of attempts before `current_attempt` superseded: kept for
   // the record, never read back into a trial.
@@ -126,6 +128,19 @@ class Store {
   void Begin();
   void Step(sqlite3_stmt* st, const char* what);
   void Fail(const char* what);
+  void WriteMetricRuns();
+
+  // The open batch's results of one trial, attempt and type, written as one
+  // row of `metric_runs` (schema version 4) when the batch commits.
+  struct MetricRun {
+    std::string trial_id;
+    uint32_t attempt = 0;
+    std::string_view type;  // p::ToString's static text
+    std::string items;      // JSON: [[sequence, scalar, offset, length], ...
+    std::string vals;       // the results' msgpack values, back to back
+  };
+  // A run past this many bytes of values is closed and another opened.
+  static constexpr size_t kMaxRunBytes = size_t{1} << 20;
 
   std::filesystem::path file_;
   sqlite3* db_ = nullptr;
@@ -133,6 +148,7 @@ class Store {
   std::string error_;
   mutable std::map<const char*, sqlite3_stmt*> statements_;  // by SQL text pointer
   std::unique_ptr<WalCheckpointer> checkpointer_;  // writable stores
+  std::vector<MetricRun> runs_;
 };
 
 }  // namespace tunehost::host
