@@ -290,12 +290,15 @@ def host_section(host_text, host_ok, host_args, tunehost_cost, optuna_cost, hist
         return lines + ["_tunehost-bench failed in this run; its output:_", "", "```",
                         host_text.strip(), "```", ""]
     rows = []
-    m = re.search(r"raw DEALER/ROUTER round trip\s*:\s*([\d.]+) us", host_text)
-    if m:
-        rows.append(["raw ZeroMQ DEALER/ROUTER round trip (baseline)", m.group(1)])
-    m = re.search(r"TrialEnd -> next NewTrialJob\s*:\s*([\d.]+) us", host_text)
-    if m:
-        rows.append(["host dispatch: TrialEnd → next NewTrialJob (random tuner)", m.group(1)])
+    # Target 2's table: "<subject>  mean us  p50 us  p99 us  ratios…"; the p50.
+    dispatch = host_text.split("target 2:", 1)[-1].split("\n\n", 1)[0]
+    for subject, p50 in re.findall(r"^  (raw DEALER/ROUTER round trip|tunehost, [^\n]*?)"
+                                   r"\s{2,}[\d.]+\s+([\d.]+)\s", dispatch, re.M):
+        if subject.startswith("raw"):
+            rows.append(["raw ZeroMQ DEALER/ROUTER round trip (baseline), p50", p50])
+        else:
+            rows.append([f"host dispatch, {subject[len('tunehost, '):]}: TrialEnd → next "
+                         "NewTrialJob (random tuner), p50", p50])
     for n, us in re.findall(r"(\d+) trials:\s*([\d.]+) us/trial", host_text):
         rows.append([f"host per-trial cost over {n} trials", us])
 
