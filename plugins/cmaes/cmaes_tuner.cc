@@ -7,6 +7,7 @@
 
 #include "tunehost/sdk/cpp/class_args.h"
 #include "tunehost/sdk/cpp/import.h"
+#include "tunehost/sdk/cpp/unit_cube.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
@@ -14,8 +15,6 @@ namespace {
 
 constexpr const char* kStateFormat = "org.tunehost.cmaes";
 constexpr int64_t kStateVersion = 1;
-// A normal draw's mu +- kNormalSpan/2 sigmas map to [0, 1].
-constexpr double kNormalSpan = 6.0;
 
 [[noreturn]] void BadState(const std::string& what) {
   throw sdk::Error(TH_INVALID_ARGUMENT, "cmaes: saved state: " + what);
@@ -139,21 +138,13 @@ Eigen::VectorXd CmaEsTuner::Draw() {
   return u;
 }
 
+// The dimensions are unit-cube coordinates; a normal parameter's is not
+// clipped (the search may follow it past mu ± 3 sigma).
 Eigen::VectorXd CmaEsTuner::PointOf(const sdk::Assignment& a) const {
   const auto& params = Space().params();
   Eigen::VectorXd u(static_cast<Eigen::Index>(dims_.size()));
   for (size_t k = 0; k < dims_.size(); ++k) {
-    const sdk::Parameter& p = params[dims_[k]];
-    const double x = a[dims_[k]].value_or(0);
-    double v = 0.5;
-    if (p.categorical) {
-      v = (x + 0.5) / static_cast<double>(p.size);
-    } else if (p.normal) {
-      v = 0.5 + (x - p.mu) / (kNormalSpan * p.sigma);
-    } else if (p.high > p.low) {
-      v = std::clamp((x - p.low) / (p.high - p.low), 0.0, 1.0);
-    }
-    u[static_cast<Eigen::Index>(k)] = v;
+    u[static_cast<Eigen::Index>(k)] = sdk::ToUnit(params[dims_[k]], a[dims_[k]].value_or(0));
   }
   return u;
 }
@@ -162,16 +153,7 @@ sdk::Assignment CmaEsTuner::AssignmentOf(const Eigen::VectorXd& u) {
   const auto& params = Space().params();
   sdk::Assignment a(params.size());
   for (size_t k = 0; k < dims_.size(); ++k) {
-    const sdk::Parameter& p = params[dims_[k]];
-    const double v = u[static_cast<Eigen::Index>(k)];
-    if (p.categorical) {
-      const double index = std::floor(std::clamp(v, 0.0, 1.0) * static_cast<double>(p.size));
-      a[dims_[k]] = std::min(index, static_cast<double>(p.size - 1));
-    } else if (p.normal) {
-      a[dims_[k]] = p.mu + (v - 0.5) * kNormalSpan * p.sigma;
-    } else {
-      a[dims_[k]] = p.low + std::clamp(v, 0.0, 1.0) * (p.high - p.low);
-    }
+    a[dims_[k]] = sdk::FromUnit(params[dims_[k]], u[static_cast<Eigen::Index>(k)]);
   }
   for (size_t i = 0; i < params.size(); ++i) {
     if (!IsDimension(params[i])) a[i] = sdk::SampleParameter(params[i], rng_);

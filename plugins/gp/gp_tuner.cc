@@ -7,6 +7,7 @@
 
 #include "tunehost/sdk/cpp/class_args.h"
 #include "tunehost/sdk/cpp/import.h"
+#include "tunehost/sdk/cpp/unit_cube.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
@@ -14,8 +15,6 @@ namespace {
 
 constexpr const char* kStateFormat = "org.tunehost.gp";
 constexpr int64_t kStateVersion = 1;
-// A normal draw's mu +- kNormalSpan/2 sigmas map to [0, 1].
-constexpr double kNormalSpan = 6.0;
 // The length scale's search: a log grid, then golden section around its best.
 constexpr double kMinLength = 0.01, kMaxLength = 10.0;
 constexpr int kLengthGrid = 25, kGoldenSteps = 12;
@@ -109,21 +108,14 @@ void GpTuner::UpdateSearchSpace(const msgpack::object& space) {
   length_scale_ = 0;
 }
 
+// Every parameter is a coordinate of the unit cube; the model's box is
+// [0, 1], normal types clipped to mu ± 3 sigma.
 Eigen::VectorXd GpTuner::PointOf(const sdk::Assignment& a) const {
   const auto& params = Space().params();
   Eigen::VectorXd u(static_cast<Eigen::Index>(dims_));
   for (size_t k = 0; k < dims_; ++k) {
-    const sdk::Parameter& p = params[k];
-    const double x = a[k].value_or(0);
-    double v = 0.5;
-    if (p.categorical) {
-      v = (x + 0.5) / static_cast<double>(p.size);
-    } else if (p.normal) {
-      v = std::clamp(0.5 + (x - p.mu) / (kNormalSpan * p.sigma), 0.0, 1.0);
-    } else if (p.high > p.low) {
-      v = std::clamp((x - p.low) / (p.high - p.low), 0.0, 1.0);
-    }
-    u[static_cast<Eigen::Index>(k)] = v;
+    u[static_cast<Eigen::Index>(k)] =
+        std::clamp(sdk::ToUnit(params[k], a[k].value_or(0)), 0.0, 1.0);
   }
   return u;
 }
@@ -132,15 +124,7 @@ sdk::Assignment GpTuner::AssignmentOf(const Eigen::VectorXd& u) const {
   const auto& params = Space().params();
   sdk::Assignment a(params.size());
   for (size_t k = 0; k < dims_; ++k) {
-    const sdk::Parameter& p = params[k];
-    const double v = std::clamp(u[static_cast<Eigen::Index>(k)], 0.0, 1.0);
-    if (p.categorical) {
-      a[k] = std::min(std::floor(v * static_cast<double>(p.size)), static_cast<double>(p.size - 1));
-    } else if (p.normal) {
-      a[k] = p.mu + (v - 0.5) * kNormalSpan * p.sigma;
-    } else {
-      a[k] = p.low + v * (p.high - p.low);
-    }
+    a[k] = sdk::FromUnit(params[k], std::clamp(u[static_cast<Eigen::Index>(k)], 0.0, 1.0));
   }
   return a;
 }

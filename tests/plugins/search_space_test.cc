@@ -18,6 +18,7 @@
 
 #include "plugin_testing.h"
 #include "tunehost/sdk/cpp/seen.h"
+#include "tunehost/sdk/cpp/unit_cube.h"
 
 namespace tunehost::sdk {
 namespace {
@@ -512,6 +513,34 @@ TEST(SearchSpaceTest, ChoiceOptionsMayBeAnyValue) {
   std::set<std::string> seen;
   for (const json& p : Draw(space, 300)) seen.insert(p["layers"].dump());
   EXPECT_EQ(seen, (std::set<std::string>{"[64,64]", "[128]", "null"}));
+}
+
+// unit_cube.h: the coordinates gp and cmaes model a space in.
+TEST(SearchSpaceTest, UnitCoordinatesMapEachTypeAndComeBack) {
+  SearchSpace s = ParseJson(R"({"c": {"_type": "choice", "_value": ["a", "b", "c", "d"]},
+                                "u": {"_type": "uniform", "_value": [2, 6]},
+                                "l": {"_type": "loguniform", "_value": [0.001, 1]},
+                                "n": {"_type": "normal", "_value": [10, 2]}})");
+  const auto& c = s.params()[0];
+  const auto& u = s.params()[1];
+  const auto& l = s.params()[2];
+  const auto& n = s.params()[3];
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(ToUnit(c, i), (i + 0.5) / 4);
+    EXPECT_EQ(FromUnit(c, ToUnit(c, i)), i);
+  }
+  EXPECT_EQ(FromUnit(c, 1.0), 3) << "the top edge is the last index";
+  EXPECT_EQ(FromUnit(c, -5), 0);
+  EXPECT_DOUBLE_EQ(ToUnit(u, 3), 0.25);
+  EXPECT_DOUBLE_EQ(FromUnit(u, 0.25), 3);
+  EXPECT_DOUBLE_EQ(ToUnit(u, 99), 1) << "uniform types are clipped to the box";
+  EXPECT_DOUBLE_EQ(FromUnit(u, 7), 6);
+  EXPECT_NEAR(ToUnit(l, std::log(0.001) + 0.5 * (std::log(1.0) - std::log(0.001))), 0.5, 1e-12)
+      << "log types are linear in log space";
+  EXPECT_DOUBLE_EQ(ToUnit(n, 10), 0.5);
+  EXPECT_DOUBLE_EQ(ToUnit(n, 16), 1.0) << "mu + 3 sigma";
+  EXPECT_DOUBLE_EQ(ToUnit(n, 22), 1.5) << "normal types are not clipped";
+  EXPECT_DOUBLE_EQ(FromUnit(n, 1.5), 22);
 }
 
 TEST(SearchSpaceTest, EmptySpaceGivesAnEmptyMap) {
