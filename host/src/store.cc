@@ -234,6 +234,7 @@ Status Store::Migrate(bool read_only) {
                             std::to_string(kStoreSchemaVersion) + "): use a newer tunehost");
   }
   if (version == kStoreSchemaVersion) return Status::Ok();
+  if (read_only && version >= kOldestReadableSchemaVersion) return Status::Ok();
   if (read_only) {
     return Status::BadState("store " + file_.string() + " has schema version " +
                             std::to_string(version) + " and needs migrating: open it once with "
@@ -603,14 +604,13 @@ FROM trials ORDER BY sequence_id)sql");
   }
   sqlite3_reset(st);
   // A trial's metrics are its current attempt's (external trials: whatever
-  // their client sent), in the order they were stored: should a result be
-  // there twice, its first copy counts.
+  // their client sent), through the columns of `metrics` (a table up to
+  // version 3, a view of metric_runs since 4). Should a result be there
+  // twice, one copy counts.
   sqlite3_stmt* ms = Prepare(R"sql(
-SELECT r.trial_id, r.type, j.value ->> 0, substr(r.vals, (j.value ->> 2) + 1, j.value ->> 3),
-       j.value ->> 1
-FROM metric_runs r JOIN trials t ON t.trial_id = r.trial_id, json_each(r.items) j
-WHERE r.superseded = 0 AND (r.attempt = t.attempt OR t.source = 'external')
-ORDER BY r.id, j.key)sql");
+SELECT m.trial_id, m.type, m.sequence, m.value, m.scalar FROM metrics m
+JOIN trials t ON t.trial_id = m.trial_id
+WHERE m.superseded = 0 AND (m.attempt = t.attempt OR t.source = 'external'))sql");
   if (ms == nullptr) return Status::Internal("store " + file_.string() + ": cannot read metrics");
   while (sqlite3_step(ms) == SQLITE_ROW) {
     auto it = index.find(Column(ms, 0));

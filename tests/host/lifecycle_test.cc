@@ -203,6 +203,55 @@ TEST_F(StoreTest, ABatchsResultsAreOneRowReadBackOnePerResult) {
   EXPECT_EQ(t.final_metric->scalar, 0.5);
 }
 
+// A read-only open (tunehost view, tunectl) takes a version 3 store as it is
+// (its metrics table has the columns version 4's view shows); a version 2
+// store must be migrated by a writable open first.
+TEST_F(StoreTest, AReadOnlyOpenReadsAVersionThreeStoreAndRefusesOlder) {
+  {
+    auto s = Open(Store::Mode::kCreate);
+    Trial t = MakeTrial("T00000", 0);
+    s->PutTrial(t, 100.0, 0, 0, -1);
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kPeriodical, 0, 0.25));
+    s->PutMetric(t.id, MetricData(t.id, p::MetricType::kFinal, 0, 0.75));
+    ASSERT_OK(s->Commit());
+  }
+  auto exec = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open(file_.c_str(), &db);
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  // Back to version 3's metrics table, rows as the view shows them.
+  exec(R"sql(
+CREATE TABLE metrics_v3(trial_id TEXT NOT NULL, attempt INTEGER NOT NULL, type TEXT NOT NULL,
+                        sequence INTEGER NOT NULL, value BLOB NOT NULL, scalar REAL,
+                        at REAL NOT NULL, superseded INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY(trial_id, attempt, type, sequence)) WITHOUT ROWID;
+INSERT INTO metrics_v3 SELECT trial_id, attempt, type, sequence, value, scalar, at, superseded
+  FROM metrics;
+DROP VIEW metrics;
+DROP TABLE metric_runs;
+ALTER TABLE metrics_v3 RENAME TO metrics;
+PRAGMA user_version=3;
+)sql");
+  {
+    auto s = Open(Store::Mode::kReadOnly);
+    ASSERT_TRUE(s);
+    std::vector<StoredTrial> trials;
+    ASSERT_OK(s->Trials(&trials));
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].periodical.at(0).raw, p::PackDouble(0.25));
+    ASSERT_TRUE(trials[0].final_metric);
+    EXPECT_EQ(trials[0].final_metric->scalar, 0.75);
+  }
+  EXPECT_EQ(Query("PRAGMA user_version"), 3) << "a read-only open changes nothing";
+  exec("PRAGMA user_version=2");
+  std::unique_ptr<Store> old;
+  Status st = Store::Open(file_, Store::Mode::kReadOnly, &old);
+  EXPECT_EQ(st.code(), Status::Code::kBadState);
+  EXPECT_NE(st.message().find("needs migrating"), std::string::npos) << st.message();
+}
+
 TEST_F(StoreTest, TrialsRoundTripWithTheirMetricsAndKeepFirstTimes) {
   {
     auto s = Open(Store::Mode::kCreate);

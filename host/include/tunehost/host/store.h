@@ -34,6 +34,11 @@ struct Trial;
 class WalCheckpointer;
 
 inline constexpr int kStoreSchemaVersion = 4;
+// Read-only opens (`tunehost view`, `tunectl`) take stores from this version
+// on as they are: version 4 only put the metrics under a view with version
+// 3's columns, and every read goes through those columns. Older ones must be
+// migrated by a writable open first.
+inline constexpr int kOldestReadableSchemaVersion = 3;
 
 // A trial as the store has it (resume and view rebuild the engine from these).
 struct StoredTrial {
@@ -90,8 +95,8 @@ class Store {
   void AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
                      std::string_view worker_id, std::string_view detail);
   // Stored with the open batch. The caller keeps duplicates (same trial,
-  // attempt, type and sequence) out; should one come, Trials() reads the
-  // first copy.
+  // attempt, type and sequence) out; should one come, Trials() reads one
+  // copy.
   void PutMetric(const std::string& trial_id, const protocol::ReportMetricData& m);
   // Marks the rows of attempts before `current_attempt` superseded: kept for
   // the record, never read back into a trial.
