@@ -409,9 +409,10 @@ void Store::AddTrialEvent(const std::string& trial_id, std::string_view event, u
 }
 
 // A result joins the open batch's run of its (trial, attempt, type); the
-// runs are written when the batch commits (or before anything else touches
-// the metrics). The engine keeps duplicates out (wire-format.md §5.3: counted
-// once), so a run never repeats a sequence that is stored.
+// runs are written when the batch commits (or before SupersedeMetrics
+// updates the rows; reads see only what was written, and resume and view read
+// before anything is put). The engine keeps duplicates out (wire-format.md
+// §5.3: counted once), so a run never repeats a sequence that is stored.
 void Store::PutMetric(const std::string& trial_id, const p::ReportMetricData& m) {
   Begin();
   if (failed()) return;
