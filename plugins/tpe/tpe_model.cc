@@ -142,6 +142,10 @@ struct Prior {
 
 Prior PriorOf(const sdk::Parameter& p) {
   if (p.normal) return {p.mu, p.sigma, false, 0, 0};
+  if (p.type == sdk::ParamType::kRandint) {  // ordered (Options::ordered_randint): the index
+    const double k = static_cast<double>(p.size);
+    return {(k - 1.0) * 0.5, k, true, -0.5, k - 0.5};
+  }
   return {(p.low + p.high) * 0.5, p.high - p.low, true, p.low, p.high};
 }
 
@@ -227,6 +231,16 @@ struct Model::Impl {
   void Reindex() {
     for (ParamHistory& h : per_param) h.Reindex();
     joint_losses.Reindex();
+  }
+
+  // randint is a category in NNI's model and an ordered integer (an index
+  // modelled as a number, rounded) with Options::ordered_randint.
+  bool Categorical(const sdk::Parameter& p) const {
+    return p.categorical && !(options.ordered_randint && p.type == sdk::ParamType::kRandint);
+  }
+  static double Snap(const sdk::Parameter& p, double v) {
+    if (p.type != sdk::ParamType::kRandint) return v;
+    return std::clamp(std::round(v), 0.0, static_cast<double>(p.size) - 1.0);
   }
 
   size_t NBelow(size_t n) const {
@@ -381,9 +395,9 @@ struct Model::Impl {
       const size_t j = DrawIndex(good.weight, total, rng);
       const double x = good.mu[j] + good.sigma[j] * sdk::StandardNormal(rng);
       if (!prior.clip || (x >= prior.low && x <= prior.high)) {
-        cand.push_back(x);
+        cand.push_back(Snap(p, x));
       } else if (guard > 100000) {
-        cand.push_back(std::min(std::max(x, prior.low), prior.high));  // pathological: clamp
+        cand.push_back(Snap(p, std::min(std::max(x, prior.low), prior.high)));  // pathological
       }
     }
 
@@ -411,7 +425,7 @@ struct Model::Impl {
     if (h.values.size() + lie_values.size() < static_cast<size_t>(options.n_startup_jobs)) {
       return sdk::SampleParameter(p, rng);  // warming up
     }
-    if (p.categorical) return SuggestCategorical(p, h, lie_values, lie, rng);
+    if (Categorical(p)) return SuggestCategorical(p, h, lie_values, lie, rng);
     return SuggestNumeric(p, h, lie_values, lie, rng);
   }
 
@@ -456,7 +470,7 @@ struct Model::Impl {
     const double pw = options.prior_weight;
     for (size_t d = 0; d < joint.size(); ++d) {
       const sdk::Parameter& p = space->params()[joint[d]];
-      if (p.categorical) {
+      if (Categorical(p)) {
         // An observation puts weight 1 on its category plus prior_weight
         // spread uniformly.
         const double k = static_cast<double>(p.size);
@@ -500,7 +514,7 @@ struct Model::Impl {
     double t = std::log(std::max(pw, 1e-300));
     for (size_t d = 0; d < dims; ++d) {
       const sdk::Parameter& p = space->params()[joint[d]];
-      if (p.categorical) {
+      if (Categorical(p)) {
         t -= std::log(static_cast<double>(p.size));
       } else {
         const Prior prior = PriorOf(p);
@@ -524,7 +538,7 @@ struct Model::Impl {
     const size_t dims = joint.size();
     for (size_t d = 0; d < dims; ++d) {
       const sdk::Parameter& p = space->params()[joint[d]];
-      if (p.categorical) {
+      if (Categorical(p)) {
         const double pw = options.prior_weight;
         if (is_prior || sdk::Uniform01(rng) * (1.0 + pw) >= 1.0) {
           x[d] = static_cast<double>(sdk::UniformIndex(rng, static_cast<uint64_t>(p.size)));
@@ -541,7 +555,7 @@ struct Model::Impl {
         v = guard > 1000 ? std::min(std::max(v, prior.low), prior.high)
                          : mu + sigma * sdk::StandardNormal(rng);
       }
-      x[d] = v;
+      x[d] = Snap(p, v);
     }
   }
 

@@ -34,6 +34,9 @@ struct Options {
   int64_t linear_forgetting = 25;
   double prior_weight = 1.0;
   bool multivariate = true;
+  // randint as an ordered integer (Optuna's suggest_int) rather than NNI's
+  // unordered category. TpeTuner sets it with multivariate unless told.
+  bool ordered_randint = true;
 };
 
 class Model {

@@ -44,7 +44,8 @@ TpeTuner::TpeTuner(sdk::HostRef host, const msgpack::object& class_args) : Tuner
   rng_.seed(seed_);
   sdk::ClassArgs tpe = args.Sub("tpe_args", {"constant_liar_type", "n_startup_jobs",
                                              "n_ei_candidates", "linear_forgetting",
-                                             "prior_weight", "gamma", "multivariate"});
+                                             "prior_weight", "gamma", "multivariate",
+                                             "ordered_randint"});
   if (tpe.IsNull("constant_liar_type")) {
     liar_ = Liar::kNone;
   } else {
@@ -61,6 +62,7 @@ TpeTuner::TpeTuner(sdk::HostRef host, const msgpack::object& class_args) : Tuner
   options_.prior_weight = tpe.Number("prior_weight", 1.0, 0.0, 1e9);
   options_.gamma = tpe.Number("gamma", 0.25, 0.0, 1.0, /*min_exclusive=*/true);
   options_.multivariate = tpe.Bool("multivariate", true);
+  options_.ordered_randint = tpe.Bool("ordered_randint", options_.multivariate);
   host.Debug(std::string("tpe: ") + (maximize_ ? "maximize" : "minimize") + ", liar " +
              LiarName(liar_) + ", n_startup_jobs " + std::to_string(options_.n_startup_jobs) +
              (options_.multivariate ? ", multivariate" : ", univariate (NNI)"));

@@ -5,7 +5,8 @@
 // class_args: optimize_mode ("minimize" default, or "maximize"), seed, and
 // tpe_args {constant_liar_type ("best" default | "worst" | "mean" | null or
 // "none" = no liar), n_startup_jobs 20, n_ei_candidates 24,
-// linear_forgetting 25, prior_weight 1.0, gamma 0.25, multivariate true}.
+// linear_forgetting 25, prior_weight 1.0, gamma 0.25, multivariate true,
+// ordered_randint (= multivariate)}.
 //
 // Kept from NNI although hyperopt differs: the good/bad split
 // ceil(gamma * sqrt(N)) capped at linear_forgetting, and the linear-forgetting
@@ -24,6 +25,12 @@
 //   Performance).
 //   `multivariate: false` is NNI's model, every other argument unchanged;
 //   parameters under nested choices are per-parameter in both.
+// - randint is an ordered integer (its index modelled as a number and
+//   rounded, as Optuna's suggest_int) unless `ordered_randint: false`, which
+//   is NNI's unordered category and the default with `multivariate: false`.
+//   On the suite's tuning half (tools/bench/problems.py) this took the
+//   median regret on the integer-heavy problem from 0.26 to 0.057 and left
+//   the others as they were.
 // - prior_weight is honoured for numeric parameters; through an indexing
 //   slip NNI gives their prior weight 1 whatever prior_weight is (the same
 //   at the default 1.0).

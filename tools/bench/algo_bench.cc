@@ -1,18 +1,16 @@
 // Algorithm benchmark: tunehost's tuners driven directly (no sockets) through
 // the host's plugin registry and Tuner wrapper, i.e. real .so plugins behind
-// the SDK's C ABI, exactly as the server calls them. Prints JSON lines on
-// stdout; tools/bench/algorithms.py compares them with Optuna
-// (tools/bench/optuna_bench.py, which defines the same test functions).
+// the SDK's C ABI, exactly as the server calls them.
 //
-//   --cost        time per suggestion after importing H results
-//   --quality     simple regret after N sequential trials on test functions
-//   --self-check  assert every test function's value at its known minimizer,
-//                 then print probe points for the cross-check with Python
+//   --cost        time per suggestion after importing H results (JSON lines;
+//                 tools/bench/algorithms.py compares them with
+//                 tools/bench/optuna_bench.py's)
+//   --serve       drive tuners by commands on stdin: the quality suite
+//                 (tools/bench/suite.py) defines the problems in Python
 //
 // Options: --plugins DIR, --tuners a,b (labels; see KnownTuners),
 // --define label=plugin:members (a further label with extra class_args),
-// --histories 100,500, --k N, --seeds N, --trials N, --spaces cont6,mixed,
-// --functions branin,...
+// --histories 100,500, --k N, --spaces cont6,mixed
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +18,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -50,101 +49,6 @@ double ThreadCpuMicros() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
-}
-
-constexpr double kPi = 3.14159265358979323846;
-constexpr double kE = 2.71828182845904523536;
-
-// ---------------------------------------------------------------------------
-// Test functions. Keep these byte-for-byte equivalent to optuna_bench.py
-// (same formulas, same constants, same summation order); the orchestrator
-// cross-checks them on probe points.
-
-double Branin(const std::vector<double>& x) {
-  const double a = 1.0, b = 5.1 / (4.0 * kPi * kPi), c = 5.0 / kPi, r = 6.0, s = 10.0,
-               t = 1.0 / (8.0 * kPi);
-  double u = x[1] - b * x[0] * x[0] + c * x[0] - r;
-  return a * u * u + s * (1.0 - t) * std::cos(x[0]) + s;
-}
-
-double Hartmann6(const std::vector<double>& x) {
-  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
-  static const double A[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
-                                 {0.05, 10, 17, 0.1, 8, 14},
-                                 {3, 3.5, 1.7, 10, 17, 8},
-                                 {17, 8, 0.05, 10, 0.1, 14}};
-  static const double P[4][6] = {{1312, 1696, 5569, 124, 8283, 5886},
-                                 {2329, 4135, 8307, 3736, 1004, 9991},
-                                 {2348, 1451, 3522, 2883, 3047, 6650},
-                                 {4047, 8828, 8732, 5743, 1091, 381}};
-  double outer = 0.0;
-  for (int i = 0; i < 4; ++i) {
-    double inner = 0.0;
-    for (int j = 0; j < 6; ++j) {
-      double d = x[j] - 1e-4 * P[i][j];
-      inner += A[i][j] * d * d;
-    }
-    outer += alpha[i] * std::exp(-inner);
-  }
-  return -outer;
-}
-
-double Rosenbrock(const std::vector<double>& x) {
-  double sum = 0.0;
-  for (size_t i = 0; i + 1 < x.size(); ++i) {
-    double a = x[i + 1] - x[i] * x[i];
-    double b = 1.0 - x[i];
-    sum += 100.0 * a * a + b * b;
-  }
-  return sum;
-}
-
-double Ackley(const std::vector<double>& x) {
-  const double a = 20.0, b = 0.2, c = 2.0 * kPi;
-  double d = static_cast<double>(x.size());
-  double s1 = 0.0, s2 = 0.0;
-  for (double v : x) {
-    s1 += v * v;
-    s2 += std::cos(c * v);
-  }
-  return -a * std::exp(-b * std::sqrt(s1 / d)) - std::exp(s2 / d) + a + kE;
-}
-
-struct TestFunction {
-  std::string name;
-  std::vector<std::pair<double, double>> bounds;
-  double minimum;
-  std::vector<double> minimizer;
-  std::function<double(const std::vector<double>&)> f;
-};
-
-const std::vector<TestFunction>& TestFunctions() {
-  static const std::vector<TestFunction> fns = {
-      // Minimum s*t = 10/(8*pi), at (-pi, 12.275), (pi, 2.275), (9.42478, 2.475).
-      {"branin", {{-5, 10}, {0, 15}}, 10.0 / (8.0 * kPi), {kPi, 2.275}, Branin},
-      {"hartmann6",
-       std::vector<std::pair<double, double>>(6, {0.0, 1.0}),
-       -3.32236801141551,
-       {0.20168952, 0.15001069, 0.47687398, 0.27533243, 0.31165162, 0.65730054},
-       Hartmann6},
-      {"rosenbrock4", std::vector<std::pair<double, double>>(4, {-5.0, 10.0}), 0.0,
-       std::vector<double>(4, 1.0), Rosenbrock},
-      {"ackley5", std::vector<std::pair<double, double>>(5, {-32.768, 32.768}), 0.0,
-       std::vector<double>(5, 0.0), Ackley},
-  };
-  return fns;
-}
-
-// Deterministic probe point j of a function (same formula in Python): a
-// low-discrepancy walk through the box, so every term of each formula is hit.
-std::vector<double> ProbePoint(const TestFunction& fn, int j) {
-  std::vector<double> x;
-  for (size_t i = 0; i < fn.bounds.size(); ++i) {
-    double u = std::fmod((j + 1) * 0.6180339887498949 + static_cast<double>(i) * 0.4142135623730951,
-                         1.0);
-    x.push_back(fn.bounds[i].first + (fn.bounds[i].second - fn.bounds[i].first) * u);
-  }
-  return x;
 }
 
 // ---------------------------------------------------------------------------
@@ -259,6 +163,7 @@ std::vector<TunerSpec>& KnownTuners() {
       {"evolution", "evolution", ""},
       {"random", "random", ""},
       {"cmaes", "cmaes", ""},
+      {"gp", "gp", ""},
   };
   return specs;
 }
@@ -505,100 +410,6 @@ void RunCost(th::PluginRegistry& registry, const std::vector<const TunerSpec*>& 
 }
 
 // ---------------------------------------------------------------------------
-// --quality
-
-std::string UniformSpace(const TestFunction& fn) {
-  std::string json = "{";
-  for (size_t i = 0; i < fn.bounds.size(); ++i) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s\"x%zu\":{\"_type\":\"uniform\",\"_value\":[%.17g,%.17g]}",
-                  i ? "," : "", i, fn.bounds[i].first, fn.bounds[i].second);
-    json += buf;
-  }
-  return json + "}";
-}
-
-std::vector<double> PointOf(const TestFunction& fn, const ParamMap& m) {
-  std::vector<double> x;
-  for (size_t i = 0; i < fn.bounds.size(); ++i) {
-    auto it = m.find("x" + std::to_string(i));
-    if (it == m.end()) throw std::runtime_error("parameter x" + std::to_string(i) + " missing");
-    x.push_back(std::get<double>(it->second));
-  }
-  return x;
-}
-
-void RunQuality(th::PluginRegistry& registry, const std::vector<const TunerSpec*>& tuners,
-                const std::vector<std::string>& function_names, int seeds, int trials) {
-  for (const TunerSpec* spec : tuners) {
-    for (const TestFunction& fn : TestFunctions()) {
-      if (std::find(function_names.begin(), function_names.end(), fn.name) ==
-          function_names.end()) {
-        continue;
-      }
-      for (int seed = 0; seed < seeds; ++seed) {
-        Driver d(registry, *spec, seed);
-        d.SetSpace(UniformSpace(fn));
-        double best = INFINITY;
-        int done = 0;
-        auto t0 = Clock::now();
-        for (int i = 0; i < trials; ++i) {
-          p::Packed params;
-          double wall_us = 0, cpu_us = 0;
-          if (!d.Next(i, &params, &wall_us, &cpu_us)) {
-            std::fprintf(stderr, "algo-bench: %s gave no parameters at trial %d (%s, seed %d)\n",
-                         spec->label.c_str(), i, fn.name.c_str(), seed);
-            break;
-          }
-          double y = fn.f(PointOf(fn, Unpack(params)));
-          best = std::min(best, y);
-          d.Report(i, params, y);
-          ++done;
-        }
-        JsonLine()
-            .Str("mode", "quality")
-            .Str("impl", "tunehost")
-            .Str("tuner", spec->label)
-            .Str("function", fn.name)
-            .Int("seed", seed)
-            .Int("trials", done)
-            .Num("best", best)
-            .Num("regret", best - fn.minimum)
-            .Num("seconds", std::chrono::duration<double>(Clock::now() - t0).count())
-            .Print();
-      }
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// --self-check
-
-int SelfCheck() {
-  int failures = 0;
-  for (const TestFunction& fn : TestFunctions()) {
-    double at = fn.f(fn.minimizer);
-    bool ok = std::fabs(at - fn.minimum) < 1e-6;
-    // A minimum, not just the right number: no nearby point is lower.
-    for (size_t i = 0; i < fn.minimizer.size() && ok; ++i) {
-      for (double step : {-1e-3, 1e-3}) {
-        std::vector<double> x = fn.minimizer;
-        x[i] += step;
-        if (fn.f(x) < at - 1e-9) ok = false;
-      }
-    }
-    std::fprintf(stderr, "self-check %-12s f(x*) = %.12g, known min %.12g: %s\n",
-                 fn.name.c_str(), at, fn.minimum, ok ? "ok" : "FAILED");
-    if (!ok) ++failures;
-    for (int j = 0; j < 8; ++j) {
-      std::vector<double> x = ProbePoint(fn, j);
-      JsonLine().Str("mode", "probe").Str("function", fn.name).Nums("x", x).Num("f", fn.f(x)).Print();
-    }
-  }
-  return failures == 0 ? 0 : 1;
-}
-
-// ---------------------------------------------------------------------------
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -636,6 +447,73 @@ std::vector<const TunerSpec*> Available(th::PluginRegistry& registry,
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// --serve: the problem suite (tools/bench/suite.py) defines its problems and
+// objectives once, in Python, and drives tunehost's tuners through this mode
+// over a pipe, one command per line and one answer line each:
+//   new LABEL SEED SPACE-JSON   -> ok             a fresh tuner, minimizing
+//   next ID                     -> PARAMS-JSON | none
+//   report ID VALUE             -> ok             the result, then the trial's end
+// A bad command answers "error: ..." and the loop goes on.
+
+void ServeOne(th::PluginRegistry& registry, const std::string& line,
+              std::unique_ptr<Driver>* driver, std::map<int64_t, p::Packed>* out) {
+  std::istringstream in(line);
+  std::string op;
+  in >> op;
+  if (op == "new") {
+    std::string label, space;
+    int64_t seed = 0;
+    in >> label >> seed;
+    std::getline(in, space);
+    if (Available(registry, {label}).empty()) throw std::runtime_error("no tuner " + label);
+    driver->reset();  // the old instance goes before the new one exists
+    out->clear();
+    *driver = std::make_unique<Driver>(registry, *FindTuner(label), seed);
+    (*driver)->SetSpace(space);
+    std::printf("ok\n");
+    return;
+  }
+  if (!*driver) throw std::runtime_error("no tuner yet (send new first)");
+  int64_t id = -1;
+  in >> id;
+  if (op == "next") {
+    p::Packed params;
+    double wall_us = 0, cpu_us = 0;
+    if (!(*driver)->Next(id, &params, &wall_us, &cpu_us)) {
+      std::printf("none\n");
+      return;
+    }
+    std::printf("%s\n", p::PackedToJson(params).c_str());
+    (*out)[id] = std::move(params);
+  } else if (op == "report") {
+    double value = NAN;
+    in >> value;
+    auto it = out->find(id);
+    if (it == out->end()) throw std::runtime_error("trial " + std::to_string(id) + " is not out");
+    (*driver)->Report(id, it->second, value);
+    out->erase(it);
+    std::printf("ok\n");
+  } else {
+    throw std::runtime_error("unknown command " + op);
+  }
+}
+
+int Serve(th::PluginRegistry& registry) {
+  std::unique_ptr<Driver> driver;
+  std::map<int64_t, p::Packed> out;  // parameters handed out, not reported yet
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    try {
+      ServeOne(registry, line, &driver, &out);
+    } catch (const std::exception& e) {
+      std::printf("error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -644,8 +522,7 @@ int main(int argc, char** argv) {
   std::string tuners_arg;
   std::vector<size_t> histories = {100, 500, 1000, 2000, 5000};
   std::vector<std::string> spaces = {"cont6", "mixed"};
-  std::vector<std::string> functions = {"branin", "hartmann6", "rosenbrock4", "ackley5"};
-  int k = 20, seeds = 10, trials = 100;
+  int k = 20;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -653,7 +530,7 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
         return argv[++i];
       };
-      if (a == "--cost" || a == "--quality" || a == "--self-check") {
+      if (a == "--cost" || a == "--serve") {
         mode = a;
       } else if (a == "--plugins") {
         plugins = value();
@@ -664,8 +541,6 @@ int main(int argc, char** argv) {
         for (const std::string& h : Split(value())) histories.push_back(std::stoul(h));
       } else if (a == "--spaces") {
         spaces = Split(value());
-      } else if (a == "--functions") {
-        functions = Split(value());
       } else if (a == "--define") {
         // label=plugin:members  (members: JSON object members without braces)
         std::string d = value();
@@ -677,19 +552,14 @@ int main(int argc, char** argv) {
             {d.substr(0, eq), d.substr(eq + 1, colon - eq - 1), d.substr(colon + 1)});
       } else if (a == "--k") {
         k = std::stoi(value());
-      } else if (a == "--seeds") {
-        seeds = std::stoi(value());
-      } else if (a == "--trials") {
-        trials = std::stoi(value());
       } else {
         throw std::runtime_error("unknown argument " + a);
       }
     }
     if (mode.empty()) {
-      std::fprintf(stderr, "usage: tunehost-algo-bench --cost|--quality|--self-check [options]\n");
+      std::fprintf(stderr, "usage: tunehost-algo-bench --cost|--serve [options]\n");
       return 2;
     }
-    if (mode == "--self-check") return SelfCheck();
 
     // Plugins log through spdlog; keep stdout for the JSON lines.
     spdlog::set_default_logger(spdlog::stderr_color_mt("algo-bench"));
@@ -699,13 +569,9 @@ int main(int argc, char** argv) {
     for (const std::string& e : registry.errors()) {
       std::fprintf(stderr, "algo-bench: plugin refused: %s\n", e.c_str());
     }
-    if (mode == "--cost") {
-      if (tuners_arg.empty()) tuners_arg = "tpe,random";
-      RunCost(registry, Available(registry, Split(tuners_arg)), spaces, histories, k);
-    } else {
-      if (tuners_arg.empty()) tuners_arg = "tpe,tpe-nni,anneal,evolution,random";
-      RunQuality(registry, Available(registry, Split(tuners_arg)), functions, seeds, trials);
-    }
+    if (mode == "--serve") return Serve(registry);
+    if (tuners_arg.empty()) tuners_arg = "tpe,random";
+    RunCost(registry, Available(registry, Split(tuners_arg)), spaces, histories, k);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tunehost-algo-bench: %s\n", e.what());
     return 1;

@@ -2,12 +2,14 @@
 """Algorithm benchmark orchestrator: tunehost's tuners vs Optuna.
 
 Builds tunehost-algo-bench, tunehost-bench and the tuner plugins (random, tpe,
-anneal, evolution; a plugin that is not in the tree yet or does not build is
-skipped with a note), checks that the C++ and Python test functions agree,
-runs both benchmarks and prints one set of markdown tables on stdout:
+anneal, evolution, cmaes, gp; a plugin that is not in the tree yet or does not
+build is skipped with a note), runs the benchmarks and prints one set of
+markdown tables on stdout:
 
-  1. suggestion cost per history size (tunehost TPE vs Optuna TPE, random as floor)
-  2. quality: simple regret after N trials on Branin, Hartmann6, Rosenbrock-4, Ackley-5
+  1. suggestion cost per history size (tunehost TPE vs Optuna TPE, random as
+     floor), with the cost target's verdict
+  2. quality: the problem suite (tools/bench/suite.py, problems.py), its
+     tuning and held-out halves, with the quality targets' verdicts
   3. host-side cost per trial (tunehost-bench dispatch) next to the algorithm cost
 
 Progress and notes go to stderr. Usage: algorithms.py [BUILD_DIR] [--quick] [--jobs N]
@@ -25,12 +27,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON = "/usr/bin/python3"  # Debian's: the one that has python3-optuna
-OPTIONAL_PLUGINS = ["tpe", "anneal", "evolution", "cmaes"]
-# Quality-run labels and the plugin each needs (tpe is the default, joint
-# model; tpe-nni is NNI's per-parameter model, multivariate false).
-QUALITY_TUNERS = [("tpe", "tpe"), ("tpe-nni", "tpe"), ("anneal", "anneal"),
-                  ("evolution", "evolution"), ("cmaes", "cmaes"), ("random", "random")]
-FUNCTION_MIN = {"branin": 0.397887, "hartmann6": -3.32237, "rosenbrock4": 0.0, "ackley5": 0.0}
+OPTIONAL_PLUGINS = ["tpe", "anneal", "evolution", "cmaes", "gp"]
 
 
 def note(msg):
@@ -178,105 +175,17 @@ def cost_section(tunehost, optuna, histories, k, optuna_k):
                          "tpe import ms"], rows), ""]
     if not any(r["tuner"] == "tpe" for r in tunehost):
         lines += ["_tunehost tpe: not built/loaded in this run (see notes on stderr)._", ""]
+    # Target: Optuna TPE / tunehost tpe >= 50x (thread CPU) from H = 1000 on.
+    ratios = [(h, s, o["cpu_median_us"] / t["cpu_median_us"])
+              for h in histories if h >= 1000 for s in ("cont6", "mixed")
+              for t, o in [(get(tunehost, "tpe", s, h), get(optuna, "tpe", s, h))]
+              if t and o and t["cpu_median_us"] > 0]
+    if ratios:
+        worst = min(ratios, key=lambda r: r[2])
+        lines += [f"**Target: tpe's suggestion ≥ 50× cheaper than Optuna TPE's from H = 1000 "
+                  f"on** (thread CPU): smallest ratio {worst[2]:.0f}× ({worst[1]}, H={worst[0]}): "
+                  f"{'met' if worst[2] >= 50 else 'NOT MET'}.", ""]
     return lines
-
-
-def robustness_section(records, seeds, trials):
-    """tunehost's tuners alone over many seeds (cheap in C++): whether a
-    10-seed median ordering holds up."""
-    labels = [label for label, _ in QUALITY_TUNERS if any(r["tuner"] == label for r in records)]
-    functions = list(FUNCTION_MIN)
-    rows = []
-    med = {}
-    for label in labels:
-        row = ["tunehost " + label]
-        for fn in functions:
-            rs = [r["regret"] for r in records if r["tuner"] == label and r["function"] == fn
-                  and r["regret"] is not None]
-            if rs:
-                med[(label, fn)] = statistics.median(rs)
-            row.append(f"{statistics.median(rs):.4g} / {statistics.fmean(rs):.4g}" if rs else "–")
-        rows.append(row)
-    verdicts = []
-    for fn in functions:
-        rnd = med.get(("random", fn))
-        if rnd is None:
-            continue
-        losers = [f"{t} {med[(t, fn)]:.4g}" for t in labels
-                  if t != "random" and (t, fn) in med and med[(t, fn)] >= rnd]
-        verdicts.append(f"- **{fn}** over {seeds} seeds: every tunehost tuner beats tunehost "
-                        f"random on median: " + ("yes" if not losers else
-                                                 f"NO ({', '.join(losers)} vs {rnd:.4g})") + ".")
-    return [f"### 2b. tunehost tuners over {seeds} seeds (median / mean regret, {trials} trials)",
-            "", "Ten seeds are few for a median; Optuna is too slow to run this many in the "
-            "same report, tunehost's tuners are not.", "",
-            table(["tuner"] + functions, rows), ""] + verdicts + [""]
-
-
-def quality_section(tunehost, optuna, seeds, trials):
-    labels = []
-    for label, _ in QUALITY_TUNERS:
-        if any(r["tuner"] == label for r in tunehost):
-            labels.append(("tunehost " + label, "tunehost", label))
-    labels += [("Optuna TPE", "optuna", "tpe"), ("Optuna random", "optuna", "random")]
-    if any(r["tuner"] == "cmaes" for r in optuna):
-        labels.append(("Optuna CMA-ES", "optuna", "cmaes"))
-    functions = list(FUNCTION_MIN)
-
-    def regrets(impl, tuner, fn):
-        recs = tunehost if impl == "tunehost" else optuna
-        return [r["regret"] for r in recs
-                if r["tuner"] == tuner and r["function"] == fn and r["regret"] is not None]
-
-    rows = []
-    med = {}
-    for title, impl, tuner in labels:
-        row = [title]
-        for fn in functions:
-            rs = regrets(impl, tuner, fn)
-            if rs:
-                med[(impl, tuner, fn)] = statistics.median(rs)
-                row.append(f"{statistics.median(rs):.4g} / {statistics.fmean(rs):.4g}")
-            else:
-                row.append("–")
-        rows.append(row)
-    header = ["tuner"] + [f"{fn} (min {FUNCTION_MIN[fn]:g})" for fn in functions]
-    lines = ["## 2. Quality: simple regret (median / mean over seeds)", "",
-             f"Regret = best value − known minimum after {trials} sequential trials, seeds "
-             f"0..{seeds - 1}, all minimized, every dimension uniform. tunehost class_args "
-             f"{{\"optimize_mode\":\"minimize\",\"seed\":s}} (tpe-nni adds "
-             f"{{\"tpe_args\":{{\"multivariate\":false}}}}); Optuna TPESampler(seed=s) defaults, "
-             f"RandomSampler(seed=s), CmaEsSampler(seed=s) defaults. Lower is better.", "",
-             table(header, rows), ""]
-
-    tunehost_labels = [t for _, impl, t in labels if impl == "tunehost" and t != "random"]
-    for fn in functions:
-        tt, ot = med.get(("tunehost", "tpe", fn)), med.get(("optuna", "tpe", fn))
-        if tt is None or ot is None:
-            tpe_verdict = "tunehost TPE median ≤ Optuna TPE: n/a (tunehost tpe not in this run)"
-        else:
-            tpe_verdict = (f"tunehost TPE median ≤ Optuna TPE: {'yes' if tt <= ot else 'NO'} "
-                           f"({tt:.4g} vs {ot:.4g})")
-        rnd = med.get(("tunehost", "random", fn))
-        if rnd is None or not tunehost_labels:
-            beat = "every tunehost tuner beats tunehost random: n/a"
-        else:
-            losers = [t for t in tunehost_labels if med[("tunehost", t, fn)] >= rnd]
-            beat = ("every tunehost tuner beats tunehost random on median: "
-                    + ("yes" if not losers else "NO (" + ", ".join(
-                        f"{t} {med[('tunehost', t, fn)]:.4g}" for t in losers)
-                        + f" vs random {rnd:.4g})")
-                    + f" [{', '.join(tunehost_labels)}]")
-        tc, oc = med.get(("tunehost", "cmaes", fn)), med.get(("optuna", "cmaes", fn))
-        cma_verdict = ("" if tc is None or oc is None else
-                       f"; tunehost cmaes median ≤ Optuna CMA-ES: {'yes' if tc <= oc else 'NO'} "
-                       f"({tc:.4g} vs {oc:.4g})")
-        lines.append(f"- **{fn}**: {tpe_verdict}; {beat}{cma_verdict}.")
-    missing = [label for label, _ in QUALITY_TUNERS
-               if not any(r["tuner"] == label for r in tunehost)]
-    if missing:
-        lines.append(f"- not in this run (plugin not built/loaded): {', '.join(missing)}.")
-    return lines + [""]
 
 
 def host_section(host_text, host_ok, host_args, tunehost_cost, optuna_cost, histories):
@@ -326,17 +235,17 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build_dir", nargs="?", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quick", action="store_true",
-                    help="development run: histories 100,1000, K 10, 3 seeds, short host bench")
+                    help="development run: histories 100,1000, K 10, 5 seeds, short host bench")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build parallelism")
     ap.add_argument("--no-build", action="store_true", help="use the binaries as they are")
     args = ap.parse_args()
     build_dir = os.path.abspath(args.build_dir)
 
     if args.quick:
-        histories, k, optuna_k, seeds, trials = [100, 1000], 10, 10, 3, 100
+        histories, k, optuna_k, seeds, trials = [100, 1000], 10, 10, 5, 100
         host_args = ["--metrics", "5000", "--trials", "300"]
     else:
-        histories, k, optuna_k, seeds, trials = [100, 500, 1000, 2000, 5000], 20, 20, 10, 100
+        histories, k, optuna_k, seeds, trials = [100, 500, 1000, 2000, 5000], 20, 20, 20, 100
         # 20000 metrics, not the default 200000: the ingest part is not what
         # this report is about (tools/bench/run.sh measures it in full).
         host_args = ["--metrics", "20000", "--trials", "2000"]
@@ -370,18 +279,9 @@ def main():
         if not os.path.exists(binary):
             raise SystemExit(f"{binary} does not exist (build failed?)")
 
-    # The test functions must be the same on both sides.
-    probes = run([algo, "--self-check"]).stdout
-    probe_file = os.path.join(build_dir, "algo-bench-probes.jsonl")
-    with open(probe_file, "w") as fh:
-        fh.write(probes)
-    run([PYTHON, optuna_py, "--self-check", "--probes", probe_file])
-    t = phase("self-checks", t)
-
     available = {"random"} | set(built)
     cost_tuners = [label for label, plugin in (("tpe", "tpe"), ("tpe-nni", "tpe"), ("random", "random"))
                    if plugin in available]
-    quality_tuners = [label for label, plugin in QUALITY_TUNERS if plugin in available]
 
     tunehost_cost = json_lines(run([algo, "--cost", "--plugins", plugins, "--tuners",
                                     ",".join(cost_tuners), "--histories", hist_arg,
@@ -390,23 +290,18 @@ def main():
     optuna_cost = json_lines(run([PYTHON, optuna_py, "--cost", "--histories", hist_arg,
                                   "--k", str(optuna_k)]).stdout)
     t = phase("Optuna cost", t)
-    tunehost_quality = json_lines(run([algo, "--quality", "--plugins", plugins, "--tuners",
-                                       ",".join(quality_tuners), "--seeds", str(seeds),
-                                       "--trials", str(trials)]).stdout)
-    many_seeds = 30 if args.quick else 100
-    tunehost_many = json_lines(run([algo, "--quality", "--plugins", plugins, "--tuners",
-                                    ",".join(quality_tuners), "--seeds", str(many_seeds),
-                                    "--trials", str(trials)]).stdout)
-    t = phase("tunehost quality", t)
-    samplers = "tpe,random"
+    methods = [m for m in ("th:tpe", "th:cmaes", "th:random")
+               if m[3:] in available] + ["optuna:tpe", "optuna:mvtpe"]
     if run([PYTHON, "-c", "import cmaes"], check=False).returncode == 0:
-        samplers += ",cmaes"
+        methods.append("optuna:cmaes")
     else:
         note("python3-cmaes is missing: no Optuna CMA-ES in this run (apt-get install -y "
              "python3-cmaes)")
-    optuna_quality = json_lines(run([PYTHON, optuna_py, "--quality", "--seeds", str(seeds),
-                                     "--trials", str(trials), "--samplers", samplers]).stdout)
-    t = phase("Optuna quality", t)
+    suite_out = os.path.join(build_dir, "suite-runs.jsonl")
+    suite = run([PYTHON, os.path.join(ROOT, "tools", "bench", "suite.py"), "--build", build_dir,
+                 "--seeds", str(seeds), "--trials", str(trials), "--jobs", str(args.jobs),
+                 "--methods", ",".join(methods), "--out", suite_out]).stdout
+    t = phase("quality suite", t)
     host = run([os.path.join(build_dir, "bin", "tunehost-bench"), "--plugins", plugins]
                + host_args, check=False)
     host_ok = host.returncode == 0
@@ -422,8 +317,9 @@ def main():
            f"measured in the same run. Build: {build_note}; optional plugins: "
            f"{', '.join(built) if built else 'none'}.", ""]
     out += cost_section(tunehost_cost, optuna_cost, histories, k, optuna_k)
-    out += quality_section(tunehost_quality, optuna_quality, seeds, trials)
-    out += robustness_section(tunehost_many, many_seeds, trials)
+    out += [line.replace("## The suite", "## 2. Quality: the suite", 1)
+            for line in suite.splitlines()]
+    out += ["", f"Every run's record: `{suite_out}` (`suite.py --report` prints it again).", ""]
     out += host_section(host.stdout or "", host_ok, host_args, tunehost_cost, optuna_cost,
                         histories)
     out += ["## Run time", "",

@@ -78,9 +78,11 @@ TEST(TpeTest, DefaultsAreNnisPlusTheJointModel) {
   EXPECT_DOUBLE_EQ(t->options().prior_weight, 1.0);
   EXPECT_DOUBLE_EQ(t->options().gamma, 0.25);
   EXPECT_TRUE(t->options().multivariate);
+  EXPECT_TRUE(t->options().ordered_randint);
   EXPECT_TRUE(host.Logged(TH_LOG_INFO, "tpe: seed ")) << "a random seed must be logged";
   auto nni = MakeTunerOf<TpeTuner>(host, kQuadSpace, {{"tpe_args", {{"multivariate", false}}}});
   EXPECT_FALSE(nni->options().multivariate);
+  EXPECT_FALSE(nni->options().ordered_randint) << "NNI's model: randint is a category";
 }
 
 TEST(TpeTest, TpeArgsAreRead) {
@@ -241,6 +243,44 @@ TEST(TpeTest, LearnsTheBestChoiceAndTheBestLogAndIntegerValues) {
     EXPECT_GE(adam, 24) << "multivariate " << mv;
     EXPECT_GE(units5, 20) << "multivariate " << mv;
     EXPECT_LT(lr_err / 40.0, 1.0) << "multivariate " << mv;
+  }
+}
+
+// randint is an ordered integer by default: a value between two good ones
+// is likely good, so the tuner closes in on an optimum it has not seen.
+// NNI's model treats it as a category, which on a wide range only
+// re-proposes observed values or draws uniformly.
+TEST(TpeTest, RandintIsOrderedByDefaultAndACategoryInNnisModel) {
+  const Json space = {{"n", {{"_type", "randint"}, {"_value", {0, 100000}}}},
+                      {"x", {{"_type", "uniform"}, {"_value", {0, 1}}}}};
+  auto f = [](const Json& p) {
+    return std::fabs(p["n"].get<int>() - 70000) / 10000.0 + std::fabs(p["x"].get<double>() - 0.5);
+  };
+  for (const Json& tpe_args : {Json::object(), Json{{"multivariate", false}},
+                               Json{{"multivariate", false}, {"ordered_randint", true}},
+                               Json{{"ordered_randint", false}}}) {
+    const bool ordered = tpe_args.value("ordered_randint", tpe_args.value("multivariate", true));
+    double closest = 0;  // mean over seeds of the smallest |n - 70000|
+    for (uint64_t seed = 0; seed < 5; ++seed) {
+      RecordingHost host;
+      auto t = MakeTunerOf<TpeTuner>(host, space, {{"seed", seed}, {"tpe_args", tpe_args}});
+      std::vector<Json> ps = RunTrials(*t, 80, f);
+      ASSERT_EQ(ps.size(), 80u);
+      double best = 1e9;
+      for (const Json& p : ps) {
+        const int n = p["n"].get<int>();
+        ASSERT_GE(n, 0);
+        ASSERT_LT(n, 100000);
+        best = std::min(best, std::fabs(n - 70000.0));
+      }
+      closest += best / 5;
+    }
+    // The best of 80 uniform draws is about 600 away.
+    if (ordered) {
+      EXPECT_LT(closest, 300) << tpe_args.dump();
+    } else {
+      EXPECT_GT(closest, 300) << tpe_args.dump();
+    }
   }
 }
 
