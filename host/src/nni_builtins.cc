@@ -29,10 +29,6 @@ constexpr Missing kMissing[] = {
     {{"tpe_legacy", ""},
      "NNI's TPE_legacy (hyperopt's TPE) is not shipped with tunehost; its own tpe follows NNI's "
      "TPE and takes the same spaces (name: TPE; its arguments are tpe_args, not hyperopt's)"},
-    {{"pbttuner", "pbt"},
-     "NNI's PBTTuner (population-based training with checkpoints handed between trials) is not "
-     "shipped with tunehost, and no built-in hands checkpoints on; the closest is evolution "
-     "(a population, no checkpoints; name: Evolution)"},
     {{"regularizedevolutiontuner", "regularizedevolution"},
      "NNI's RegularizedEvolutionTuner is not shipped with tunehost; the closest built-in is "
      "evolution (tournament selection, the worse individual dropped; name: Evolution)"},

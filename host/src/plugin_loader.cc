@@ -277,7 +277,7 @@ std::string Lower(std::string_view s) {
 std::string_view NniAlias(const std::string& lower) {
   static const std::pair<std::string_view, std::string_view> kAliases[] = {
       {"gridsearch", "grid"}, {"batchtuner", "batch"}, {"randomsearch", "random"},
-      {"gptuner", "gp"}};
+      {"gptuner", "gp"}, {"pbttuner", "pbt"}};
   for (const auto& [nni, ours] : kAliases) {
     if (lower == nni) return ours;
   }

@@ -168,22 +168,9 @@ bool EvolutionTuner::GenerateParameters(int64_t parameter_id,
 bool EvolutionTuner::GenerateMultiple(
     const std::vector<int64_t>& ids,
     const std::function<void(int64_t, const msgpack::sbuffer&)>& emit) {
-  bool all = true;
-  for (int64_t id : ids) {
-    msgpack::sbuffer buffer;
-    msgpack::packer<msgpack::sbuffer> pk(buffer);
-    if (!GenerateParameters(id, pk)) {
-      all = false;
-      continue;
-    }
-    try {
-      emit(id, buffer);
-    } catch (...) {
-      Unstart(id);
-      throw;
-    }
-  }
-  return all;
+  return sdk::GenerateEachKeepingCredit(
+      ids, [this](int64_t id, auto& pk) { return GenerateParameters(id, pk); }, emit,
+      [this](int64_t id) { Unstart(id); });
 }
 
 void EvolutionTuner::ServeCredits() {

@@ -415,6 +415,70 @@ class RunCommandTest(unittest.TestCase):
         self.assertEqual(len(summary["trials"]), 12)
         self.assertTrue(all(t["status"] == "SUCCEEDED" for t in summary["trials"]))
 
+    def test_pbt_hands_checkpoints_from_step_to_step_as_nni_names_it(self):
+        # NNI's PBTTuner by its NNI name, and a trial script as NNI's PBT
+        # example writes one: load the model from load_checkpoint_dir (none in
+        # step 0), train one step, save to save_checkpoint_dir. The "model"
+        # is the number of steps it has been trained and the best x it saw.
+        tmp = tempfile.mkdtemp(prefix="tunehost-pbt-")
+        ckpt = os.path.join(tmp, "ckpt")
+        write(os.path.join(tmp, "trial.py"), """
+            import json, os
+            import nni
+
+            params = nni.get_next_parameter()
+            model = {"steps": 0, "trail": []}
+            load = os.path.join(params["load_checkpoint_dir"], "model.json")
+            if os.path.exists(load):
+                with open(load) as f:
+                    model = json.load(f)
+            model["steps"] += 1
+            model["trail"].append(params["save_checkpoint_dir"])
+            os.makedirs(params["save_checkpoint_dir"], exist_ok=True)
+            with open(os.path.join(params["save_checkpoint_dir"], "model.json"), "w") as f:
+                json.dump(model, f)
+            nni.report_final_result(model["steps"] - (params["x"] - 0.7) ** 2)
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 3
+            maxTrialNumber: 12
+            tuner: {name: PBTTuner, classArgs: {optimize_mode: maximize, population_size: 4,
+                                                all_checkpoint_dir: %s}}
+            """ % (sys.executable, tmp, tmp, ckpt))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 12)
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in trials), trials)
+        by_step = {}
+        for t in trials:
+            p = t["parameters"]
+            step = int(os.path.basename(p["save_checkpoint_dir"]))
+            by_step.setdefault(step, []).append(p)
+            self.assertTrue(0 <= p["x"] <= 1, p)
+        self.assertEqual(sorted(by_step), [0, 1, 2])
+        for step, ps in by_step.items():
+            self.assertEqual(len(ps), 4, ps)  # the whole population, each step
+            self.assertEqual(len({p["save_checkpoint_dir"] for p in ps}), 4)
+        for p in by_step[2]:
+            # Every step-2 model was trained three times: it continued a
+            # checkpoint saved in step 1, which continued one of step 0.
+            with open(os.path.join(p["save_checkpoint_dir"], "model.json")) as f:
+                model = json.load(f)
+            self.assertEqual(model["steps"], 3, model)
+            self.assertEqual([int(os.path.basename(d)) for d in model["trail"]], [0, 1, 2])
+            self.assertTrue(all(d.startswith(ckpt + os.sep) for d in model["trail"]), model)
+        # Exploit: in each new step the worst member (of four, fraction 0.2:
+        # one) continues another member's checkpoint.
+        for step in (1, 2):
+            moved = [p for p in by_step[step] if os.path.dirname(p["load_checkpoint_dir"])
+                     != os.path.dirname(p["save_checkpoint_dir"])]
+            self.assertEqual(len(moved), 1, by_step[step])
+
     def test_hyperband_trials_get_their_budget_and_the_best_are_promoted(self):
         proc, summary = self.algorithm_experiment(
             {"name": "hyperband", "classArgs": {"R": 9, "eta": 3, "seed": 2, "exec_mode": "serial"}},

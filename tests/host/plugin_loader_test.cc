@@ -234,15 +234,15 @@ TEST(PluginRegistryTest, AnNniBuiltinNotShippedIsRefusedWithTheClosestBuiltin) {
   EXPECT_EQ(st.code(), Status::Code::kNotFound);
   EXPECT_THAT(st.message(), HasSubstr("no tuner plugin named SMAC: NNI's SMAC"));
   EXPECT_THAT(st.message(), HasSubstr("closest built-in is tpe"));
-  for (const char* name : {"MetisTuner", "metis", "DNGOTuner", "TPE_legacy", "PBTTuner", "pbt",
+  for (const char* name : {"MetisTuner", "metis", "DNGOTuner", "TPE_legacy",
                            "RegularizedEvolutionTuner", "NetworkMorphism", "PPOTuner"}) {
     ASSERT_TRUE(MissingNniBuiltin("tuner", name).has_value()) << name;
     EXPECT_THAT(*MissingNniBuiltin("tuner", name), HasSubstr("not shipped")) << name;
   }
-  EXPECT_THAT(*MissingNniBuiltin("tuner", "PBTTuner"), HasSubstr("closest is evolution"));
   EXPECT_THAT(*MissingNniBuiltin("tuner", "MetisTuner"), HasSubstr("closest built-in is gp"));
-  // Shipped since: the gp tuner under NNI's name.
-  for (const char* name : {"nope", "", "SMA", "smacc", "tpe", "GridSearch", "GPTuner", "gp"}) {
+  // Shipped since: gp and pbt, under NNI's names too.
+  for (const char* name : {"nope", "", "SMA", "smacc", "tpe", "GridSearch", "GPTuner", "gp",
+                           "PBTTuner", "pbt"}) {
     EXPECT_FALSE(MissingNniBuiltin("tuner", name).has_value()) << name;
   }
   EXPECT_FALSE(MissingNniBuiltin("assessor", "SMAC").has_value());

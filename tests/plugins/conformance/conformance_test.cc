@@ -70,6 +70,7 @@ struct TunerRow {
   bool saves_state = true;      // every built-in must
   bool imports = true;          // ImportData reports supported
   int64_t budget_max = 0;       // > 0: TRIAL_BUDGET in every map, in [1, budget_max]
+  std::vector<std::string> string_keys;  // keys the tuner adds, each a non-empty string
 };
 
 void PrintTo(const TunerRow& row, std::ostream* os) { *os << row.label; }
@@ -212,6 +213,19 @@ std::vector<TunerRow> TunerRows() {
     r.wrong_arg_name = "utility";
     add(r);
   }
+  {
+    // A small population, so that steps turn over within a scripted run.
+    TunerRow r = NewRow<TunerRow>("pbt", "pbt", "pbt");
+    r.class_args = {{"seed", 22}, {"population_size", 4}, {"all_checkpoint_dir", "/ckpt"}};
+    r.space = FlatSpace();
+    r.bad_space = nested_choice;
+    r.bad_space_key = "conform_nested_key";
+    r.wrong_arg = {{"fraction", 0}};
+    r.wrong_arg_name = "fraction";
+    r.imports = false;  // resumes from its saved state, not from records
+    r.string_keys = {"load_checkpoint_dir", "save_checkpoint_dir"};
+    add(r);
+  }
   for (TunerRow& r : rows) {
     if (r.bad_space.is_null()) {
       r.bad_space = UnknownTypeSpace();
@@ -242,6 +256,13 @@ std::string ParameterProblem(const TunerRow& row, const std::string& bytes) {
              std::to_string(row.budget_max) + "]";
     }
   }
+  for (const std::string& key : row.string_keys) {
+    extra.insert(key);
+    if (!params->is_object() || !params->contains(key) || !params->at(key).is_string() ||
+        params->at(key).get<std::string>().empty()) {
+      return "no string " + key;
+    }
+  }
   return CheckMap(row.space, *params, "parameters", extra);
 }
 
@@ -259,6 +280,7 @@ Json ImportRecords(const TunerRow& row) {
     } else {
       params = SampleMap(row.space, i);
       if (row.budget_max > 0) params[kBudgetKey] = std::min(budgets[i % 3], row.budget_max);
+      for (const std::string& key : row.string_keys) params[key] = "/imported/" + key;
     }
     records.push_back(Json{{"parameters", params}, {"value", Objective(params)}});
   }

@@ -144,6 +144,35 @@ class Tuner {
   HostRef host_;
 };
 
+// GenerateMultiple for a tuner that keeps ids as credit (NNI's pattern: an id
+// it cannot answer now is served later through host send_trial): unlike the
+// default it goes on after an id is kept, so that every id of the request is
+// either emitted now or kept. `generate` packs one id's parameters or keeps
+// the id and returns false; when `emit` throws, `unstart` undoes that id's
+// generation before the exception goes on. Whether every id was emitted.
+inline bool GenerateEachKeepingCredit(
+    const std::vector<int64_t>& ids,
+    const std::function<bool(int64_t, msgpack::packer<msgpack::sbuffer>&)>& generate,
+    const std::function<void(int64_t, const msgpack::sbuffer&)>& emit,
+    const std::function<void(int64_t)>& unstart) {
+  bool all = true;
+  for (int64_t id : ids) {
+    msgpack::sbuffer buffer;
+    msgpack::packer<msgpack::sbuffer> pk(buffer);
+    if (!generate(id, pk)) {
+      all = false;
+      continue;
+    }
+    try {
+      emit(id, buffer);
+    } catch (...) {
+      unstart(id);
+      throw;
+    }
+  }
+  return all;
+}
+
 // Base of a C++ assessor. Calls are serialized by the host (assessor strand).
 class Assessor {
  public:
