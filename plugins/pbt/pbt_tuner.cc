@@ -115,16 +115,17 @@ void PbtTuner::UpdateSearchSpace(const msgpack::object& space) {
 }
 
 void PbtTuner::Pack(const Member& m, msgpack::packer<msgpack::sbuffer>& out) const {
+  // The space's map with two more entries: its header is rewritten and its
+  // entries copied as they are (re-packing them through msgpack::object
+  // would turn a float with an integral value into an integer).
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   Space().Pack(m.config, pk);
+  const auto first = static_cast<uint8_t>(buffer.data()[0]);
+  const size_t header = first <= 0x8f ? 1 : first == 0xde ? 3 : 5;  // fixmap, map16, map32
   msgpack::object_handle h = msgpack::unpack(buffer.data(), buffer.size());
-  const msgpack::object& map = h.get();
-  out.pack_map(map.via.map.size + 2);
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    out.pack(map.via.map.ptr[i].key);
-    out.pack(map.via.map.ptr[i].val);
-  }
+  out.pack_map(h.get().via.map.size + 2);
+  out.pack_bin_body(buffer.data() + header, static_cast<uint32_t>(buffer.size() - header));
   out.pack(std::string(kLoadKey));
   out.pack(m.load_dir);
   out.pack(std::string(kSaveKey));

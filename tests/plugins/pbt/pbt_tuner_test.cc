@@ -169,6 +169,9 @@ TEST(PbtTest, PerturbationMovesEachTypeByNnisStep) {
                 std::fabs(u - std::max(u0 - 2, 0.0)) < 1e-9) << u << " from " << u0;
     const int n = child["n"], n0 = top["n"];
     EXPECT_TRUE(n == std::min(n0 + 1, 8) || n == std::max(n0 - 1, 1)) << n << " from " << n0;
+    // Floats stay floats (a quniform value of 40 is 40.0, as from every tuner).
+    EXPECT_TRUE(child["q"].is_number_float()) << child.dump();
+    EXPECT_TRUE(child["u"].is_number_float()) << child.dump();
     const double q = child["q"], q0 = top["q"];
     EXPECT_TRUE(q == std::min(q0 + 5, 100.0) || q == std::max(q0 - 5, 0.0)) << q << " from " << q0;
     const std::string c = child["c"], c0 = top["c"];
