@@ -726,7 +726,9 @@ int main(int argc, char** argv) {
   std::string plugins = TH_DEFAULT_PLUGIN_DIR;
   size_t metrics = 200000, trials = 2000, trials_per_worker = 5;
   std::vector<size_t> fleets = {16, 64, 256, 1000};
+  std::string only;  // "1", "2", "3" or "4": one target alone (for profiling)
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--plugins") == 0) plugins = argv[i + 1];
     if (std::strcmp(argv[i], "--metrics") == 0) metrics = std::stoul(argv[i + 1]);
     if (std::strcmp(argv[i], "--trials") == 0) trials = std::stoul(argv[i + 1]);
@@ -750,9 +752,10 @@ int main(int argc, char** argv) {
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
   try {
+    auto runs = [&](const char* target) { return only.empty() || only == target; };
     const CpuTimes before = ReadCpuTimes();
-    IngestTarget(plugins, metrics);
-    DispatchTarget(plugins, trials);
+    if (runs("1")) IngestTarget(plugins, metrics);
+    if (runs("2")) DispatchTarget(plugins, trials);
     const double others = OthersShare(before);
     std::printf("other processes took %.0f%% of the machine's CPU during targets 1 and 2%s\n\n",
                 100 * others,
@@ -760,16 +763,19 @@ int main(int argc, char** argv) {
                                 "machine"
                               : "");
 
-    std::printf(
+    if (!only.empty() && only != "3" && only != "4") return 0;
+    if (runs("3")) std::printf(
         "EN -> next TR (no store) in this loop by trial count (per-trial host cost, "
         "target 3, is measured through the binaries: tools/bench/scale.py)\n");
     double first = 0;
     for (size_t n : {size_t{1000}, size_t{4000}, size_t{16000}}) {
+      if (!runs("3")) break;
       double per = HostDispatch(plugins, n).mean;
       if (first == 0) first = per;
       std::printf("  %6zu trials: %8.1f us/trial   (x%.2f of 1000)\n", n, per * 1e6, per / first);
     }
 
+    if (!runs("4")) return 0;
     std::printf(
         "\ntarget 4: fleets of one-slot workers, %zu trials each, trials of max(100 ms, "
         "workers x 4 ms)\n",
