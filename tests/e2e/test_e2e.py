@@ -479,6 +479,51 @@ class RunCommandTest(unittest.TestCase):
                      != os.path.dirname(p["save_checkpoint_dir"])]
             self.assertEqual(len(moved), 1, by_step[step])
 
+    def test_nsga2_two_objectives_and_a_constraint_give_the_feasible_pareto_front(self):
+        # A trial reports a map: the metric ("default"), two objectives and a
+        # constraint value (<= 0 is feasible). The summary's front must be
+        # exactly the feasible trials no other feasible trial dominates.
+        tmp = tempfile.mkdtemp(prefix="tunehost-nsga2-")
+        write(os.path.join(tmp, "trial.py"), """
+            import nni
+
+            p = nni.get_next_parameter()
+            f1 = p["x"]
+            f2 = (1 - p["x"]) ** 2 + p["y"]
+            nni.report_final_result({"default": f1, "f1": f1, "f2": f2, "c": 0.2 - p["x"]})
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}, y: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 3
+            maxTrialNumber: 24
+            tuner: {name: nsga2, classArgs: {objectives: {f1: minimize, f2: minimize},
+                                             constraints: [c], population_size: 6, seed: 4}}
+            """ % (sys.executable, tmp, tmp))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 24)
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in trials), trials)
+        self.assertEqual(summary["objectives"], {"f1": "minimize", "f2": "minimize"})
+        self.assertEqual(summary["constraints"], ["c"])
+        feasible = [t for t in trials if t["final_result"]["c"] <= 0]
+        self.assertTrue(0 < len(feasible) < len(trials), trials)
+
+        def dominates(a, b):
+            ra, rb = a["final_result"], b["final_result"]
+            return (ra["f1"] <= rb["f1"] and ra["f2"] <= rb["f2"]
+                    and (ra["f1"] < rb["f1"] or ra["f2"] < rb["f2"]))
+
+        expected = [t["trial_id"] for t in feasible
+                    if not any(dominates(o, t) for o in feasible)]
+        self.assertTrue(expected)
+        self.assertEqual(summary["pareto_front"], expected)
+        self.assertEqual(summary["best"], expected)
+        self.assertIn("Pareto front: %d trial(s)" % len(expected), proc.stdout)
+
     def test_hyperband_trials_get_their_budget_and_the_best_are_promoted(self):
         proc, summary = self.algorithm_experiment(
             {"name": "hyperband", "classArgs": {"R": 9, "eta": 3, "seed": 2, "exec_mode": "serial"}},

@@ -309,7 +309,8 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
       summary.trials.size(), static_cast<unsigned long long>(summary.offers),
       static_cast<unsigned long long>(summary.rejects),
       static_cast<unsigned long long>(summary.reoffers), workers.respawns());
-  PrintBestTrials(summary, maximize, mode);
+  const Objectives objectives = ObjectivesOf(config.spec.tuner.args);
+  PrintBestTrials(summary, maximize, mode, objectives);
   PrintFailures(summary, experiment_dir);
   std::printf("\nstore %s  (tunehost view %s / tunehost resume %s)\n",
               store->file().string().c_str(), summary.experiment_id.c_str(),
@@ -317,7 +318,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   std::fflush(stdout);
 
   if (!args.summary_json.empty() &&
-      !WriteSummaryJson(args.summary_json, summary, config.name, mode, maximize)) {
+      !WriteSummaryJson(args.summary_json, summary, config.name, mode, maximize, objectives)) {
     spdlog::error("cannot write {}", args.summary_json);
   }
   if (!run_status.ok()) {

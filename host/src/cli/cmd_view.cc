@@ -55,7 +55,7 @@ int CmdView(const ViewArgs& args) {
   std::printf("%zu trial(s) ended", summary.trials.size());
   for (const auto& [status, n] : counts) std::printf(", %s %zu", status.c_str(), n);
   std::printf("\n");
-  PrintBestTrials(summary, mode == "maximize", mode);
+  PrintBestTrials(summary, mode == "maximize", mode, ObjectivesOf(config.spec.tuner.args));
   std::printf("store %s\n", store->file().string().c_str());
   std::fflush(stdout);
   if (args.once) return kExitOk;

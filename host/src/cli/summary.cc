@@ -8,10 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/fmt/fmt.h>
 
 #include "cli.h"
+#include "tunehost/sdk/cpp/pareto.h"
 
 namespace tunehost::host::cli {
 
@@ -84,6 +86,71 @@ std::string FormatMetric(const std::optional<double>& m) {
   return m ? fmt::format("{:.4f}", *m) : std::string("-");
 }
 
+Objectives ObjectivesOf(const protocol::Packed& tuner_args) {
+  Objectives out;
+  auto str = [](const msgpack::object& o) {
+    return o.type == msgpack::type::STR ? std::string(o.via.str.ptr, o.via.str.size)
+                                        : std::string();
+  };
+  try {
+    msgpack::object_handle oh = msgpack::unpack(tuner_args.data(), tuner_args.size());
+    const msgpack::object& args = oh.get();
+    if (args.type != msgpack::type::MAP) return out;
+    for (uint32_t i = 0; i < args.via.map.size; ++i) {
+      const msgpack::object_kv& kv = args.via.map.ptr[i];
+      if (str(kv.key) == "objectives" && kv.val.type == msgpack::type::MAP) {
+        for (uint32_t k = 0; k < kv.val.via.map.size; ++k) {
+          const msgpack::object_kv& o = kv.val.via.map.ptr[k];
+          if (!str(o.key).empty()) out.objectives.emplace_back(str(o.key), str(o.val) == "maximize");
+        }
+      } else if (str(kv.key) == "constraints" && kv.val.type == msgpack::type::ARRAY) {
+        for (uint32_t k = 0; k < kv.val.via.array.size; ++k) {
+          if (!str(kv.val.via.array.ptr[k]).empty()) out.constraints.push_back(str(kv.val.via.array.ptr[k]));
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    // Unreadable arguments: the tuner refused them; one metric.
+  }
+  if (out.objectives.empty()) out.constraints.clear();
+  return out;
+}
+
+std::vector<const TrialSummary*> ParetoFront(const ExperimentSummary& s, const Objectives& o) {
+  std::vector<const TrialSummary*> feasible;
+  std::vector<sdk::Candidate> scores;
+  for (const TrialSummary& t : s.trials) {
+    if (t.status != protocol::TrialStatus::kSucceeded || !t.final_metric) continue;
+    const nlohmann::ordered_json result = JsonValue(t.final_metric_json);
+    auto number = [&](const std::string& key) -> std::optional<double> {
+      if (key == "default") return *t.final_metric;
+      if (!result.is_object() || !result.contains(key) || !result[key].is_number()) return {};
+      return result[key].get<double>();
+    };
+    sdk::Candidate c;
+    bool usable = true;
+    for (const auto& [key, maximize] : o.objectives) {
+      const std::optional<double> x = number(key);
+      usable = usable && x && !std::isnan(*x);
+      if (usable) c.values.push_back(maximize ? -*x : *x);
+    }
+    for (const std::string& key : o.constraints) {
+      const std::optional<double> x = number(key);
+      usable = usable && x && *x <= 0;
+    }
+    if (!usable) continue;
+    feasible.push_back(&t);
+    scores.push_back(std::move(c));
+  }
+  std::vector<const TrialSummary*> front;
+  const auto fronts = sdk::NondominatedFronts(scores);
+  if (fronts.empty()) return front;
+  std::vector<size_t> first = fronts[0];
+  std::sort(first.begin(), first.end());
+  for (size_t i : first) front.push_back(feasible[i]);
+  return front;
+}
+
 // The terminal trials with a metric, best first.
 std::vector<const TrialSummary*> BestTrials(const ExperimentSummary& s, bool maximize, size_t n) {
   std::vector<const TrialSummary*> ranked;
@@ -102,7 +169,7 @@ std::vector<const TrialSummary*> BestTrials(const ExperimentSummary& s, bool max
 
 // Machine-readable run summary (--summary-json), for scripts and tests.
 bool WriteSummaryJson(const fs::path& file, const ExperimentSummary& s, const std::string& name,
-                      const std::string& optimize_mode, bool maximize) {
+                      const std::string& optimize_mode, bool maximize, const Objectives& o) {
   using Json = nlohmann::ordered_json;
   Json trials = Json::array();
   for (const TrialSummary& t : s.trials) {
@@ -118,6 +185,9 @@ bool WriteSummaryJson(const fs::path& file, const ExperimentSummary& s, const st
   }
   Json best = Json::array();
   for (const TrialSummary* t : BestTrials(s, maximize, 5)) best.push_back(t->trial_id);
+  Json objectives = Json::object(), front = Json::array();
+  for (const auto& [key, max] : o.objectives) objectives[key] = max ? "maximize" : "minimize";
+  for (const TrialSummary* t : ParetoFront(s, o)) front.push_back(t->trial_id);
   Json j = {{"experiment_id", s.experiment_id},
             {"name", name},
             {"status", ToString(s.status)},
@@ -128,13 +198,35 @@ bool WriteSummaryJson(const fs::path& file, const ExperimentSummary& s, const st
             {"reoffers", s.reoffers},
             {"trials", std::move(trials)},
             {"best", std::move(best)}};
+  if (!o.objectives.empty()) {
+    // Several objectives: "best" by the metric alone would mislead.
+    j["best"] = front;
+    j["objectives"] = std::move(objectives);
+    j["constraints"] = o.constraints;
+    j["pareto_front"] = std::move(front);
+  }
   std::ofstream out(file, std::ios::trunc);
   // Replace invalid UTF-8 (trial error text is arbitrary bytes) instead of throwing.
   out << j.dump(1, ' ', false, Json::error_handler_t::replace) << "\n";
   return static_cast<bool>(out);
 }
 
-void PrintBestTrials(const ExperimentSummary& summary, bool maximize, const std::string& mode) {
+void PrintBestTrials(const ExperimentSummary& summary, bool maximize, const std::string& mode,
+                     const Objectives& o) {
+  if (!o.objectives.empty()) {
+    std::string what;
+    for (const auto& [key, max] : o.objectives) {
+      what += (what.empty() ? "" : ", ") + key + (max ? " maximized" : " minimized");
+    }
+    for (const std::string& key : o.constraints) what += ", " + key + " <= 0";
+    const std::vector<const TrialSummary*> front = ParetoFront(summary, o);
+    std::printf("\nPareto front: %zu trial(s) (%s):\n", front.size(), what.c_str());
+    for (const TrialSummary* t : front) {
+      std::printf("  %-5llu %-14s %s  %s\n", static_cast<unsigned long long>(t->sequence_id),
+                  t->trial_id.c_str(), t->final_metric_json.c_str(), t->parameters_json.c_str());
+    }
+    return;
+  }
   std::vector<const TrialSummary*> best = BestTrials(summary, maximize, 5);
   if (best.empty()) {
     std::printf("no succeeded trial with a metric\n");

@@ -226,6 +226,15 @@ std::vector<TunerRow> TunerRows() {
     r.string_keys = {"load_checkpoint_dir", "save_checkpoint_dir"};
     add(r);
   }
+  {
+    // A small population, so that generations turn over within a scripted run.
+    TunerRow r = NewRow<TunerRow>("nsga2", "nsga2", "nsga2");
+    r.class_args = {{"seed", 23}, {"population_size", 4}};
+    r.space = NestedSpace();
+    r.wrong_arg = {{"crossover_prob", 2}};
+    r.wrong_arg_name = "crossover_prob";
+    add(r);
+  }
   for (TunerRow& r : rows) {
     if (r.bad_space.is_null()) {
       r.bad_space = UnknownTypeSpace();
