@@ -180,7 +180,7 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
   const EngineOptions& o = engine.options();
   const std::string mode = OptimizeModeOf(ctx.spec.tuner.args);
   Writer w;
-  w.Map(12);
+  w.Map(13);
   w.Key("experiment_id").Str(ctx.spec.id);
   w.Key("status").Str(ToString(engine.status()));
   w.Key("error").Str(engine.error());
@@ -205,6 +205,19 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
     w.Nil();
   }
   w.Key("optimize_mode").Str(mode);
+  w.Key("pareto_front");
+  // Kept as trials end (pareto_front.h): the reply costs the front's size.
+  if (const ParetoFront& front = engine.pareto_front(); !front.objectives().empty()) {
+    w.Array(front.members().size());
+    for (const Trial* t : front.members()) {
+      w.Map(3);
+      w.Key("trial_id").Str(t->id);
+      w.Key("sequence_id").UInt(t->sequence_id);
+      w.Key("result").Raw(t->final_metric->raw);
+    }
+  } else {
+    w.Nil();
+  }
   w.Key("endpoints").Map(4);
   w.Key("control").Str(ctx.endpoints.control);
   w.Key("jobs").Str(ctx.endpoints.jobs);

@@ -83,6 +83,7 @@ void Engine::SetOptions(EngineOptions options) {
   if (status_ != ExperimentStatus::kInitialized) return;
   options_ = std::move(options);
   if (options_.concurrency == 0) options_.concurrency = 1;
+  front_.SetObjectives(options_.objectives);
 }
 
 void Engine::Start(Clock::time_point now) {

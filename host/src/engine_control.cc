@@ -118,10 +118,9 @@ void Engine::CountEnded(const Trial& t) {
   // ControlStatus shows it.
   ++ended_counts_[static_cast<size_t>(t.status.value_or(p::TrialStatus::kFailed))];
   if (t.ended_at > last_ended_at_) last_ended_at_ = t.ended_at;
-  if (t.status != p::TrialStatus::kSucceeded || !t.final_metric ||
-      !std::isfinite(t.final_metric->scalar)) {
-    return;
-  }
+  if (t.status != p::TrialStatus::kSucceeded || !t.final_metric) return;
+  front_.Offer(&t, *t.final_metric);
+  if (!std::isfinite(t.final_metric->scalar)) return;
   const double v = t.final_metric->scalar;
   auto better = [&](const Trial* best, bool maximize) {
     if (best == nullptr) return true;

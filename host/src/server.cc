@@ -223,6 +223,7 @@ ExperimentSummary Server::Impl::Summary() const {
   s.offers = engine_.stats().offers;
   s.rejects = engine_.stats().rejects;
   s.reoffers = engine_.stats().reoffers;
+  for (const Trial* t : engine_.pareto_front().members()) s.pareto_front.push_back(t->id);
   return s;
 }
 

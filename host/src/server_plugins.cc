@@ -45,6 +45,7 @@ Status Server::Impl::CreatePlugins(const p::ExperimentSpec& spec) {
   eo.concurrency = spec_.concurrency;
   eo.max_trials = spec_.max_trials;
   eo.max_duration = std::chrono::milliseconds(static_cast<int64_t>(spec_.max_duration_s * 1000));
+  eo.objectives = ObjectivesOf(spec_.tuner.args);
   eo.ack_timeout = options_.ack_timeout;
   eo.heartbeat_interval = options_.heartbeat_interval;
   eo.liveness = options_.liveness;

@@ -242,6 +242,7 @@ Status Server::Impl::View(const p::ExperimentSpec& spec, const Store& store) {
   eo.concurrency = spec_.concurrency;
   eo.max_trials = spec_.max_trials;
   eo.max_duration = std::chrono::milliseconds(static_cast<int64_t>(spec_.max_duration_s * 1000));
+  eo.objectives = ObjectivesOf(spec_.tuner.args);
   engine_.SetOptions(std::move(eo));
   double elapsed_s = 0;
   if (auto m = store.Meta("elapsed_s")) elapsed_s = std::strtod(m->c_str(), nullptr);

@@ -523,6 +523,43 @@ class RunCommandTest(unittest.TestCase):
         self.assertEqual(summary["pareto_front"], expected)
         self.assertEqual(summary["best"], expected)
         self.assertIn("Pareto front: %d trial(s)" % len(expected), proc.stdout)
+        # The stored experiment, viewed: the same front, rebuilt from the store.
+        view = subprocess.run([harness.TUNEHOST, "view", summary["experiment_id"], "--workdir",
+                               tmp, "--once"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(view.returncode, 0, view.stdout + view.stderr)
+        self.assertIn("Pareto front: %d trial(s)" % len(expected), view.stdout)
+        listed = [line.split()[1] for line in view.stdout.splitlines()
+                  if line.startswith("  ") and line.split()[1:2] and line.split()[1].startswith("T")]
+        self.assertEqual(sorted(listed), sorted(expected), view.stdout)
+        # A view that serves the store answers tunectl's status with the front
+        # its engine rebuilt (wire-format.md §4.2, ST pareto_front).
+        viewer = subprocess.Popen([harness.TUNEHOST, "view", summary["experiment_id"],
+                                   "--workdir", tmp],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tunectl = [os.path.join(harness.BIN_DIR, "tunectl"), "--experiment",
+                   summary["experiment_id"], "--workdir", tmp]
+        try:
+            replies = []
+
+            def answered():
+                r = subprocess.run(tunectl + ["--json", "status"], capture_output=True,
+                                   text=True, timeout=30)
+                if r.returncode == 0 and json.loads(r.stdout)["status"] == "VIEWED":
+                    replies.append(json.loads(r.stdout))
+                return bool(replies)
+            harness.wait_for(answered, 30, "tunectl status through the view")
+            front = replies[0]["pareto_front"]
+            self.assertEqual(sorted(t["trial_id"] for t in front), sorted(expected))
+            by_id = {t["trial_id"]: t for t in trials}
+            for t in front:
+                self.assertEqual(t["result"], by_id[t["trial_id"]]["final_result"])
+            text = subprocess.run(tunectl + ["status"], capture_output=True, text=True,
+                                  timeout=30)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn("pareto front   %d trial(s)" % len(expected), text.stdout)
+        finally:
+            harness.stop(viewer)
 
     def test_hyperband_trials_get_their_budget_and_the_best_are_promoted(self):
         proc, summary = self.algorithm_experiment(

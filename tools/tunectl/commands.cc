@@ -147,6 +147,14 @@ void PrintStatus(const Json& s) {
                                      Compact(best["metric"])
                                : "-");
   Row("optimize mode", s.value("optimize_mode", ""));
+  if (const Json& front = s["pareto_front"]; front.is_array()) {
+    // Several objectives (wire-format.md §4.2, ST): every trial on the front.
+    Row("pareto front", std::to_string(front.size()) + " trial(s)");
+    for (const Json& t : front) {
+      Row("", t.value("trial_id", "") + " (#" + Compact(t["sequence_id"]) + ") " +
+                  t["result"].dump(-1, ' ', false, Json::error_handler_t::replace));
+    }
+  }
   const Json& ep = s["endpoints"];
   for (const char* name : {"control", "jobs", "results", "events"}) {
     if (!ep.value(name, "").empty()) Row((std::string(name) + " ep").c_str(), ep.value(name, ""));

@@ -14,6 +14,7 @@
 
 #include "tunehost/host/experiment_config.h"
 #include "tunehost/host/key_ring.h"
+#include "tunehost/host/pareto_front.h"
 #include "tunehost/host/plugin.h"
 #include "tunehost/host/server.h"
 #include "tunehost/host/store.h"
@@ -184,20 +185,8 @@ std::vector<std::string> StderrTail(const std::string& error, size_t n);
 // How many trials failed, and the last one's error and stderr lines.
 void PrintFailures(const ExperimentSummary& summary, const fs::path& experiment_dir);
 std::string FormatMetric(const std::optional<double>& m);
-// The objectives and constraints a multi-objective tuner's classArgs name
-// (nsga2's: `objectives`, a map of result keys to "maximize" or "minimize";
-// `constraints`, a list of result keys whose values must be <= 0). No
-// objectives: the experiment ranks trials by their one metric.
-struct Objectives {
-  std::vector<std::pair<std::string, bool>> objectives;  // result key, maximize
-  std::vector<std::string> constraints;
-};
-Objectives ObjectivesOf(const protocol::Packed& tuner_args);
-// The Pareto front: the SUCCEEDED trials whose final result holds every
-// objective as a number ("default" is the metric) and every constraint as a
-// number <= 0, that no other such trial dominates; infeasible trials are
-// never on it. In the order of `s.trials`.
-std::vector<const TrialSummary*> ParetoFront(const ExperimentSummary& s, const Objectives& o);
+// The trials of s.pareto_front, in the order of s.trials.
+std::vector<const TrialSummary*> FrontTrials(const ExperimentSummary& s);
 // The terminal trials with a metric, best first.
 std::vector<const TrialSummary*> BestTrials(const ExperimentSummary& s, bool maximize, size_t n);
 // The best trials, or the Pareto front when `o` names objectives.

@@ -4,16 +4,15 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/fmt/fmt.h>
 
 #include "cli.h"
-#include "tunehost/sdk/cpp/pareto.h"
 
 namespace tunehost::host::cli {
 
@@ -86,68 +85,12 @@ std::string FormatMetric(const std::optional<double>& m) {
   return m ? fmt::format("{:.4f}", *m) : std::string("-");
 }
 
-Objectives ObjectivesOf(const protocol::Packed& tuner_args) {
-  Objectives out;
-  auto str = [](const msgpack::object& o) {
-    return o.type == msgpack::type::STR ? std::string(o.via.str.ptr, o.via.str.size)
-                                        : std::string();
-  };
-  try {
-    msgpack::object_handle oh = msgpack::unpack(tuner_args.data(), tuner_args.size());
-    const msgpack::object& args = oh.get();
-    if (args.type != msgpack::type::MAP) return out;
-    for (uint32_t i = 0; i < args.via.map.size; ++i) {
-      const msgpack::object_kv& kv = args.via.map.ptr[i];
-      if (str(kv.key) == "objectives" && kv.val.type == msgpack::type::MAP) {
-        for (uint32_t k = 0; k < kv.val.via.map.size; ++k) {
-          const msgpack::object_kv& o = kv.val.via.map.ptr[k];
-          if (!str(o.key).empty()) out.objectives.emplace_back(str(o.key), str(o.val) == "maximize");
-        }
-      } else if (str(kv.key) == "constraints" && kv.val.type == msgpack::type::ARRAY) {
-        for (uint32_t k = 0; k < kv.val.via.array.size; ++k) {
-          if (!str(kv.val.via.array.ptr[k]).empty()) out.constraints.push_back(str(kv.val.via.array.ptr[k]));
-        }
-      }
-    }
-  } catch (const std::exception&) {
-    // Unreadable arguments: the tuner refused them; one metric.
-  }
-  if (out.objectives.empty()) out.constraints.clear();
-  return out;
-}
-
-std::vector<const TrialSummary*> ParetoFront(const ExperimentSummary& s, const Objectives& o) {
-  std::vector<const TrialSummary*> feasible;
-  std::vector<sdk::Candidate> scores;
-  for (const TrialSummary& t : s.trials) {
-    if (t.status != protocol::TrialStatus::kSucceeded || !t.final_metric) continue;
-    const nlohmann::ordered_json result = JsonValue(t.final_metric_json);
-    auto number = [&](const std::string& key) -> std::optional<double> {
-      if (key == "default") return *t.final_metric;
-      if (!result.is_object() || !result.contains(key) || !result[key].is_number()) return {};
-      return result[key].get<double>();
-    };
-    sdk::Candidate c;
-    bool usable = true;
-    for (const auto& [key, maximize] : o.objectives) {
-      const std::optional<double> x = number(key);
-      usable = usable && x && !std::isnan(*x);
-      if (usable) c.values.push_back(maximize ? -*x : *x);
-    }
-    for (const std::string& key : o.constraints) {
-      const std::optional<double> x = number(key);
-      usable = usable && x && *x <= 0;
-    }
-    if (!usable) continue;
-    feasible.push_back(&t);
-    scores.push_back(std::move(c));
-  }
+std::vector<const TrialSummary*> FrontTrials(const ExperimentSummary& s) {
+  const std::set<std::string> ids(s.pareto_front.begin(), s.pareto_front.end());
   std::vector<const TrialSummary*> front;
-  const auto fronts = sdk::NondominatedFronts(scores);
-  if (fronts.empty()) return front;
-  std::vector<size_t> first = fronts[0];
-  std::sort(first.begin(), first.end());
-  for (size_t i : first) front.push_back(feasible[i]);
+  for (const TrialSummary& t : s.trials) {
+    if (ids.count(t.trial_id) != 0) front.push_back(&t);
+  }
   return front;
 }
 
@@ -187,7 +130,7 @@ bool WriteSummaryJson(const fs::path& file, const ExperimentSummary& s, const st
   for (const TrialSummary* t : BestTrials(s, maximize, 5)) best.push_back(t->trial_id);
   Json objectives = Json::object(), front = Json::array();
   for (const auto& [key, max] : o.objectives) objectives[key] = max ? "maximize" : "minimize";
-  for (const TrialSummary* t : ParetoFront(s, o)) front.push_back(t->trial_id);
+  for (const TrialSummary* t : FrontTrials(s)) front.push_back(t->trial_id);
   Json j = {{"experiment_id", s.experiment_id},
             {"name", name},
             {"status", ToString(s.status)},
@@ -219,7 +162,7 @@ void PrintBestTrials(const ExperimentSummary& summary, bool maximize, const std:
       what += (what.empty() ? "" : ", ") + key + (max ? " maximized" : " minimized");
     }
     for (const std::string& key : o.constraints) what += ", " + key + " <= 0";
-    const std::vector<const TrialSummary*> front = ParetoFront(summary, o);
+    const std::vector<const TrialSummary*> front = FrontTrials(summary);
     std::printf("\nPareto front: %zu trial(s) (%s):\n", front.size(), what.c_str());
     for (const TrialSummary* t : front) {
       std::printf("  %-5llu %-14s %s  %s\n", static_cast<unsigned long long>(t->sequence_id),

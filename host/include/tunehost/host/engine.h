@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "tunehost/host/pareto_front.h"
 #include "tunehost/host/server.h"
 #include "tunehost/protocol/messages.h"
 #include "tunehost/status.h"
@@ -207,6 +208,9 @@ struct EngineOptions {
   // it suggests with every result so far; with P, it suggests without the
   // last P results (as if the concurrency were P higher).
   uint32_t prefetch = 0;
+  // Several objectives (the tuner's classArgs name them): the Pareto front
+  // is kept as trials end. Empty: one metric, BestTrial.
+  Objectives objectives;
 };
 
 class Engine {
@@ -339,6 +343,9 @@ class Engine {
   // The SUCCEEDED trial with the best finite final result (ties: the lower
   // sequence_id), or null. Kept as trials end.
   const Trial* BestTrial(bool maximize) const { return maximize ? best_max_ : best_min_; }
+  // With options().objectives: the SUCCEEDED, feasible trials no other
+  // dominates, kept incrementally.
+  const ParetoFront& pareto_front() const { return front_; }
   // When the last trial ended (Clock::time_point{} before any did).
   Clock::time_point last_ended_at() const { return last_ended_at_; }
   // When Start() ran (steady clock); Clock::time_point{} before.
@@ -467,6 +474,7 @@ class Engine {
   uint64_t ended_counts_[5] = {};  // by protocol::TrialStatus
   const Trial* best_max_ = nullptr;
   const Trial* best_min_ = nullptr;
+  ParetoFront front_;
   Clock::time_point last_ended_at_{};
 };
 

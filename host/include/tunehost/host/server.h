@@ -88,6 +88,9 @@ struct ExperimentSummary {
   std::string error;  // reason for ERROR
   std::vector<TrialSummary> trials;  // terminal trials, in completion order
   uint64_t offers = 0, rejects = 0, reoffers = 0;
+  // When the tuner names objectives: the ids of the trials on the Pareto
+  // front (pareto_front.h), in the order they joined it.
+  std::vector<std::string> pareto_front;
 };
 
 class Store;
