@@ -5,26 +5,14 @@
 #include <msgpack.hpp>
 #include <string_view>
 
+#include "tunehost/sdk/cpp/value.h"
+
 namespace tunehost::host {
 namespace {
 
 std::string_view Str(const msgpack::object& o) {
   return o.type == msgpack::type::STR ? std::string_view(o.via.str.ptr, o.via.str.size)
                                       : std::string_view();
-}
-
-std::optional<double> Number(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::POSITIVE_INTEGER:
-      return static_cast<double>(o.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER:
-      return static_cast<double>(o.via.i64);
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return o.via.f64;
-    default:
-      return std::nullopt;
-  }
 }
 
 }  // namespace
@@ -85,7 +73,10 @@ std::optional<sdk::Candidate> FeasibleScore(const Objectives& o, const protocol:
     if (key == "default") return m.scalar;
     if (value.type != msgpack::type::MAP) return std::nullopt;
     for (uint32_t i = 0; i < value.via.map.size; ++i) {
-      if (Str(value.via.map.ptr[i].key) == key) return Number(value.via.map.ptr[i].val);
+      const msgpack::object& v = value.via.map.ptr[i].val;
+      if (Str(value.via.map.ptr[i].key) == key) {
+        return sdk::IsNumber(v) ? std::optional<double>(sdk::AsDouble(v, key)) : std::nullopt;
+      }
     }
     return std::nullopt;
   });

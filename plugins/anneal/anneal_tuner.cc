@@ -34,15 +34,6 @@ size_t GeometricRank(std::mt19937_64& rng, size_t last) {
   return static_cast<size_t>(k);
 }
 
-std::optional<sdk::Assignment> ReadParameters(const sdk::SearchSpace& space,
-                                              const msgpack::object& params) {
-  try {
-    return space.FromParameters(params);
-  } catch (const sdk::Error&) {
-    return std::nullopt;
-  }
-}
-
 // The observed form of a configuration (AnnealTuner::Observation): what
 // hyperopt records of the value a trial received.
 sdk::Assignment ObserveIn(const sdk::SearchSpace& space, const sdk::Assignment& a) {
@@ -92,11 +83,7 @@ void AnnealTuner::UpdateSearchSpace(const msgpack::object& space) {
     // with the new space.
     size_t dropped = 0;
     auto remap = [&](const sdk::Assignment& a) -> std::optional<sdk::Assignment> {
-      msgpack::sbuffer buffer;
-      msgpack::packer<msgpack::sbuffer> pk(buffer);
-      space_->Pack(a, pk);
-      msgpack::object_handle h = msgpack::unpack(buffer.data(), buffer.size());
-      std::optional<sdk::Assignment> b = ReadParameters(next, h.get());
+      std::optional<sdk::Assignment> b = next.Refit(*space_, a);
       if (!b) {
         ++dropped;
         return std::nullopt;
@@ -259,7 +246,7 @@ void AnnealTuner::ReceiveTrialResult(int64_t parameter_id, const msgpack::object
                 " that is not running here; ignored");
     return;
   }
-  std::optional<sdk::Assignment> a = ReadParameters(Space(), parameters);
+  std::optional<sdk::Assignment> a = Space().TryFromParameters(parameters);
   if (!a) {
     host().Warn(
         "anneal: result of a customized trial whose parameters do not fit the search "
@@ -280,7 +267,7 @@ void AnnealTuner::ImportData(const msgpack::object& records) {
   size_t unfit = 0;
   size_t skipped = sdk::ForEachImported(
       records, "anneal", [&](const msgpack::object& params, const msgpack::object&, double scalar) {
-        std::optional<sdk::Assignment> a = ReadParameters(space, params);
+        std::optional<sdk::Assignment> a = space.TryFromParameters(params);
         if (!a) {
           ++unfit;
           return;

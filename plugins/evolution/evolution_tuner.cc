@@ -18,15 +18,6 @@ constexpr int64_t kStateVersion = 1;
   throw sdk::Error(TH_INVALID_ARGUMENT, "evolution: saved state: " + what);
 }
 
-std::optional<sdk::Assignment> ReadParameters(const sdk::SearchSpace& space,
-                                              const msgpack::object& params) {
-  try {
-    return space.FromParameters(params);
-  } catch (const sdk::Error&) {
-    return std::nullopt;
-  }
-}
-
 // Whether params()[j] lies (at any depth) inside an option of params()[ancestor].
 bool DescendsFrom(const sdk::SearchSpace& space, size_t j, size_t ancestor) {
   for (int p = space.params()[j].parent; p >= 0;
@@ -57,12 +48,7 @@ void EvolutionTuner::UpdateSearchSpace(const msgpack::object& space) {
     // Running trials keep their place; their results join the new population
     // when their parameters fit the new space.
     for (auto& [id, run] : running_) {
-      if (!run.config) continue;
-      msgpack::sbuffer buffer;
-      msgpack::packer<msgpack::sbuffer> pk(buffer);
-      space_->Pack(*run.config, pk);
-      msgpack::object_handle h = msgpack::unpack(buffer.data(), buffer.size());
-      run.config = ReadParameters(next, h.get());
+      if (run.config) run.config = next.Refit(*space_, *run.config);
     }
   }
   space_ = std::move(next);
@@ -200,7 +186,7 @@ void EvolutionTuner::ReceiveTrialResult(int64_t parameter_id, const msgpack::obj
     return;
   }
   if (it == running_.end() && customized) {
-    std::optional<sdk::Assignment> config = ReadParameters(Space(), parameters);
+    std::optional<sdk::Assignment> config = Space().TryFromParameters(parameters);
     if (!config) {
       host().Warn(
           "evolution: result of a customized trial whose parameters do not fit the "
@@ -234,7 +220,7 @@ void EvolutionTuner::ImportData(const msgpack::object& records) {
   size_t skipped = sdk::ForEachImported(
       records, "evolution",
       [&](const msgpack::object& params, const msgpack::object&, double scalar) {
-        std::optional<sdk::Assignment> config = ReadParameters(space, params);
+        std::optional<sdk::Assignment> config = space.TryFromParameters(params);
         if (!config) {
           ++unfit;
           return;

@@ -20,15 +20,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
   throw sdk::Error(TH_INVALID_ARGUMENT, "nsga2: saved state: " + what);
 }
 
-std::optional<sdk::Assignment> ReadParameters(const sdk::SearchSpace& space,
-                                              const msgpack::object& params) {
-  try {
-    return space.FromParameters(params);
-  } catch (const sdk::Error&) {
-    return std::nullopt;
-  }
-}
-
 // A result key's name as class_args give it: a non-empty string.
 std::string KeyName(const sdk::ClassArgs& args, std::string_view arg, const msgpack::object& k) {
   if (!sdk::IsString(k) || sdk::StringView(k).empty()) {
@@ -144,12 +135,7 @@ void Nsga2Tuner::UpdateSearchSpace(const msgpack::object& space) {
   sdk::SearchSpace next = sdk::SearchSpace::Parse(space);
   if (space_) {
     for (auto& [id, run] : running_) {
-      if (!run.config) continue;
-      msgpack::sbuffer buffer;
-      msgpack::packer<msgpack::sbuffer> pk(buffer);
-      space_->Pack(*run.config, pk);
-      msgpack::object_handle h = msgpack::unpack(buffer.data(), buffer.size());
-      run.config = ReadParameters(next, h.get());
+      if (run.config) run.config = next.Refit(*space_, *run.config);
     }
   }
   space_ = std::move(next);
@@ -258,7 +244,7 @@ void Nsga2Tuner::ReceiveTrialResult(int64_t parameter_id, const msgpack::object&
     config = it->second.config;
     if (!config) return;  // made for an older search space
   } else if (it == running_.end() && customized) {
-    config = ReadParameters(Space(), parameters);
+    config = Space().TryFromParameters(parameters);
     if (!config) {
       host().Warn("nsga2: result of a customized trial whose parameters do not fit the "
                   "search space; ignored");
@@ -286,7 +272,7 @@ void Nsga2Tuner::ImportData(const msgpack::object& records) {
   size_t unfit = 0;
   const size_t skipped = sdk::ForEachImported(
       records, "nsga2", [&](const msgpack::object& params, const msgpack::object& value, double scalar) {
-        std::optional<sdk::Assignment> config = ReadParameters(space, params);
+        std::optional<sdk::Assignment> config = space.TryFromParameters(params);
         std::optional<sdk::Candidate> score = config ? Score(value, scalar) : std::nullopt;
         if (!score) {
           ++unfit;

@@ -487,6 +487,59 @@ class WebUiBrowserTest(unittest.TestCase):
         screenshot(self.driver, "report")
         self.assertEqual(severe(self.driver), [])
 
+    def test_pareto_front_of_a_multi_objective_experiment(self):
+        # nsga2 with two objectives and a constraint; each result also has a
+        # key that is markup, which the page must show as text.
+        tmp = tempfile.mkdtemp(prefix="tunehost-webui-pareto-")
+        with open(os.path.join(tmp, "trial.py"), "w", encoding="utf-8") as f:
+            f.write(textwrap.dedent("""
+                import nni
+                p = nni.get_next_parameter()
+                nni.report_final_result({"default": p["x"], "f1": p["x"],
+                                         "f2": (1 - p["x"]) ** 2, "c": 0.1 - p["x"], %s: 1})
+                """ % json.dumps(HOSTILE_NAME)))
+        config = os.path.join(tmp, "experiment.yaml")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(textwrap.dedent("""
+                searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+                trialCommand: %s trial.py
+                trialCodeDirectory: %s
+                experimentWorkingDirectory: %s
+                trialConcurrency: 2
+                maxTrialNumber: 10
+                tuner: {name: nsga2, classArgs: {objectives: {f1: minimize, f2: minimize},
+                                                 constraints: [c], population_size: 4, seed: 2}}
+                """ % (sys.executable, tmp, tmp)))
+        summary_file = os.path.join(tmp, "summary.json")
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                               "--id", "pareto", "--summary-json", summary_file],
+                              cwd=tmp, capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(summary_file, encoding="utf-8") as f:
+            front = json.load(f)["pareto_front"]
+        self.assertTrue(front)
+        view = subprocess.Popen([harness.TUNEHOST, "view", "pareto", "--workdir", tmp],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            host = harness.host_file(os.path.join(tmp, "pareto"), view.pid, timeout=60)
+            self.driver.get(host["ui"])
+            self.wait_js("return document.body.dataset.loaded === '1';", "the viewed page")
+            self.wait_js("return !document.getElementById('pareto').hidden;", "the front")
+            shown = self.driver.execute_script(
+                "return Array.from(document.querySelectorAll('#pareto tbody tr'))"
+                ".map(r => r.dataset.trialId);")
+            self.assertEqual(sorted(shown), sorted(front))
+            text = self.driver.find_element("id", "pareto").get_attribute("textContent")
+            self.assertIn("%d trial(s)" % len(front), text)
+            self.assertIn(json.dumps(HOSTILE_NAME), text)
+            screenshot(self.driver, "pareto-front")
+            self.assertEqual(severe(self.driver), [])
+        finally:
+            self.driver.get("about:blank")
+            severe(self.driver)
+            view.terminate()
+            view.wait(timeout=30)
+
 
 if __name__ == "__main__":
     unittest.main()

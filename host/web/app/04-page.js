@@ -96,6 +96,27 @@
     var eb = $('ov-error-box');
     if (eb) eb.hidden = !err;
     setText('ov-error', err);
+    renderPareto(st);
+  }
+
+  // Several objectives: the status's pareto_front (wire-format.md §4.2, ST),
+  // nil when the tuner names none.
+  function renderPareto(st) {
+    var sec = $('pareto');
+    if (!sec) return;
+    var front = Array.isArray(st.pareto_front) ? st.pareto_front : null;
+    sec.hidden = !front;
+    if (!front) return;
+    setText('pareto-count', front.length + ' trial(s): succeeded, every constraint met, ' +
+      'none dominated by another');
+    var html = front.map(function (t) {
+      t = t && typeof t === 'object' ? t : {};
+      return '<tr data-trial-id="' + escapeHtml(str(t.trial_id)) + '"><td>' + escapeHtml(str(t.trial_id)) +
+        '</td><td>' + escapeHtml(isNum(t.sequence_id) ? t.sequence_id : '?') + '</td><td><code>' +
+        escapeHtml(JSON.stringify(t.result === undefined ? null : t.result)) + '</code></td></tr>';
+    }).join('');
+    var body = sec.querySelector('tbody');
+    if (body && body.innerHTML !== html) body.innerHTML = html;
   }
 
   // ---------------------------------------------------------------- controls

@@ -298,6 +298,25 @@ class SearchSpace {
     return a;
   }
 
+  // FromParameters, or nullopt when the map does not fit this space.
+  std::optional<Assignment> TryFromParameters(const msgpack::object& params) const {
+    try {
+      return FromParameters(params);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
+
+  // An assignment of `from` as one of this space: the map a trial received
+  // read with this space; nullopt when it does not fit (a search space update).
+  std::optional<Assignment> Refit(const SearchSpace& from, const Assignment& a) const {
+    msgpack::sbuffer buffer;
+    msgpack::packer<msgpack::sbuffer> pk(buffer);
+    from.Pack(a, pk);
+    msgpack::object_handle h = msgpack::unpack(buffer.data(), buffer.size());
+    return TryFromParameters(h.get());
+  }
+
  private:
   static std::string Where(const std::string& path, const std::string& option) {
     std::string w = "search space key \"" + path + "\"";
