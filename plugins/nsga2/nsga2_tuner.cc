@@ -7,6 +7,7 @@
 
 #include "tunehost/sdk/cpp/class_args.h"
 #include "tunehost/sdk/cpp/import.h"
+#include "tunehost/sdk/cpp/objectives.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
@@ -14,19 +15,9 @@ namespace {
 
 constexpr const char* kStateFormat = "org.tunehost.nsga2";
 constexpr int64_t kStateVersion = 1;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 [[noreturn]] void BadState(const std::string& what) {
   throw sdk::Error(TH_INVALID_ARGUMENT, "nsga2: saved state: " + what);
-}
-
-// A result key's name as class_args give it: a non-empty string.
-std::string KeyName(const sdk::ClassArgs& args, std::string_view arg, const msgpack::object& k) {
-  if (!sdk::IsString(k) || sdk::StringView(k).empty()) {
-    throw args.Bad(arg, "names result keys: each must be a non-empty string, got " +
-                            sdk::ClassArgs::Describe(k));
-  }
-  return std::string(sdk::StringView(k));
 }
 
 template <class Stream>
@@ -73,51 +64,7 @@ Nsga2Tuner::Nsga2Tuner(sdk::HostRef host, const msgpack::object& class_args) : T
   sdk::ClassArgs args("nsga2", class_args,
                       {"objectives", "optimize_mode", "constraints", "population_size",
                        "mutation_prob", "crossover_prob", "swapping_prob", "seed"});
-  if (const msgpack::object* o = args.Find("objectives")) {
-    if (args.Has("optimize_mode")) {
-      throw args.Bad("optimize_mode",
-                     "cannot be given with \"objectives\", which gives each objective's direction");
-    }
-    if (o->type != msgpack::type::MAP || o->via.map.size == 0 ||
-        o->via.map.size > kMaxObjectives) {
-      throw args.Bad("objectives", "must be a map of 1 to " + std::to_string(kMaxObjectives) +
-                                       " result keys to \"maximize\" or \"minimize\", got " +
-                                       sdk::ClassArgs::Describe(*o));
-    }
-    for (uint32_t i = 0; i < o->via.map.size; ++i) {
-      const msgpack::object_kv& kv = o->via.map.ptr[i];
-      Objective obj{KeyName(args, "objectives", kv.key), false};
-      const std::string_view dir =
-          sdk::IsString(kv.val) ? sdk::StringView(kv.val) : std::string_view();
-      if (dir != "maximize" && dir != "minimize") {
-        throw args.Bad("objectives", "\"" + obj.name +
-                                         "\" must be \"maximize\" or \"minimize\", got " +
-                                         sdk::ClassArgs::Describe(kv.val));
-      }
-      obj.maximize = dir == "maximize";
-      objectives_.push_back(std::move(obj));
-    }
-  } else {
-    objectives_.push_back({"default", args.Maximize(true)});
-  }
-  if (const msgpack::object* c = args.Find("constraints")) {
-    if (c->type != msgpack::type::ARRAY || c->via.array.size > kMaxConstraints) {
-      throw args.Bad("constraints", "must be a list of at most " +
-                                        std::to_string(kMaxConstraints) + " result keys, got " +
-                                        sdk::ClassArgs::Describe(*c));
-    }
-    for (uint32_t i = 0; i < c->via.array.size; ++i) {
-      constraints_.push_back(KeyName(args, "constraints", c->via.array.ptr[i]));
-    }
-  }
-  std::vector<std::string> names;
-  for (const Objective& o : objectives_) names.push_back(o.name);
-  names.insert(names.end(), constraints_.begin(), constraints_.end());
-  std::sort(names.begin(), names.end());
-  if (auto d = std::adjacent_find(names.begin(), names.end()); d != names.end()) {
-    throw args.Bad(constraints_.empty() ? "objectives" : "constraints",
-                   "names result key \"" + *d + "\" twice");
-  }
+  objectives_ = sdk::ObjectiveSet::Parse(args, /*default_maximize=*/true);
   population_size_ = args.Int("population_size", kDefaultPopulationSize, 2, kMaxPopulationSize);
   if (args.Has("mutation_prob")) mutation_prob_ = args.Number("mutation_prob", 0, 0, 1);
   crossover_prob_ = args.Number("crossover_prob", 0.9, 0, 1);
@@ -145,37 +92,7 @@ void Nsga2Tuner::UpdateSearchSpace(const msgpack::object& space) {
 }
 
 std::optional<sdk::Candidate> Nsga2Tuner::Score(const msgpack::object& value, double scalar) {
-  auto warn_once = [this](const std::string& key, const std::string& what) {
-    if (std::find(warned_.begin(), warned_.end(), key) != warned_.end()) return;
-    warned_.push_back(key);
-    host().Warn("nsga2: " + what + " (warned once per key)");
-  };
-  auto number = [&](const std::string& key) -> std::optional<double> {
-    if (key == "default") return scalar;
-    const msgpack::object* v =
-        value.type == msgpack::type::MAP ? sdk::FindKey(value, key) : nullptr;
-    if (v == nullptr || !sdk::IsNumber(*v)) return std::nullopt;
-    return sdk::AsDouble(*v, key);
-  };
-  sdk::Candidate c;
-  for (const Objective& o : objectives_) {
-    std::optional<double> x = number(o.name);
-    if (!x) {
-      warn_once(o.name, "a result without a numeric objective \"" + o.name +
-                            "\" is not used; report a map holding every objective");
-      return std::nullopt;
-    }
-    c.values.push_back(std::isnan(*x) ? kInf : o.maximize ? -*x : *x);
-  }
-  for (const std::string& name : constraints_) {
-    std::optional<double> x = number(name);
-    if (!x) {
-      warn_once(name, "a result without a numeric constraint \"" + name +
-                          "\" counts as infeasible");
-    }
-    c.violation += !x || std::isnan(*x) ? kInf : std::max(0.0, *x);
-  }
-  return c;
+  return objectives_.Score(value, scalar, host());
 }
 
 void Nsga2Tuner::Add(sdk::Assignment config, sdk::Candidate score) {
@@ -296,13 +213,7 @@ std::string Nsga2Tuner::SaveState() {
   pk.pack(std::string("rng"));
   pk.pack(sdk::RngToString(rng_));
   pk.pack(std::string("objectives"));  // the scores' meaning: [[name, maximize], ...], constraints
-  pk.pack_array(static_cast<uint32_t>(objectives_.size() + 1));
-  for (const Objective& o : objectives_) {
-    pk.pack_array(2);
-    pk.pack(o.name);
-    pk.pack(o.maximize);
-  }
-  pk.pack(constraints_);
+  objectives_.PackSignature(pk);
   pk.pack(std::string("generation"));
   pk.pack(generation_);
   pk.pack(std::string("parents"));
@@ -338,30 +249,16 @@ void Nsga2Tuner::LoadState(std::string_view state) {
   std::mt19937_64 rng;
   if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
   // The saved scores mean what this tuner's objectives say only if they match.
-  msgpack::sbuffer mine;
-  {
-    msgpack::packer<msgpack::sbuffer> pk(mine);
-    pk.pack_array(static_cast<uint32_t>(objectives_.size() + 1));
-    for (const Objective& ob : objectives_) {
-      pk.pack_array(2);
-      pk.pack(ob.name);
-      pk.pack(ob.maximize);
-    }
-    pk.pack(constraints_);
-  }
-  msgpack::sbuffer saved;
-  if (objectives != nullptr) msgpack::packer<msgpack::sbuffer>(saved).pack(*objectives);
-  if (objectives == nullptr || std::string_view(saved.data(), saved.size()) !=
-                                   std::string_view(mine.data(), mine.size())) {
+  if (!objectives_.SameSignature(objectives)) {
     BadState("saved with other objectives or constraints than this tuner's class_args");
   }
   if (generation == nullptr || generation->type != msgpack::type::POSITIVE_INTEGER) {
     BadState("no generation");
   }
   std::vector<Member> parents = UnpackMembers(sdk::FindKey(o, "parents"), "parents", *space_,
-                                              objectives_.size());
+                                              objectives_.objectives().size());
   std::vector<Member> current = UnpackMembers(sdk::FindKey(o, "current"), "current", *space_,
-                                              objectives_.size());
+                                              objectives_.objectives().size());
   std::map<int64_t, Running> run;
   if (running == nullptr || running->type != msgpack::type::ARRAY) BadState("no running");
   for (uint32_t i = 0; i < running->via.array.size; ++i) {

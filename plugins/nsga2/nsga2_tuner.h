@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "tunehost/sdk/cpp/helper.h"
+#include "tunehost/sdk/cpp/objectives.h"
 #include "tunehost/sdk/cpp/pareto.h"
 #include "tunehost/sdk/cpp/search_space.h"
 
@@ -57,13 +58,7 @@ class Nsga2Tuner : public sdk::Tuner {
  public:
   static constexpr int64_t kDefaultPopulationSize = 50;  // Optuna's
   static constexpr int64_t kMaxPopulationSize = 100000;
-  static constexpr size_t kMaxObjectives = 32;
-  static constexpr size_t kMaxConstraints = 32;
-
-  struct Objective {
-    std::string name;
-    bool maximize = false;
-  };
+  using Objective = sdk::ObjectiveSet::Objective;
   struct Member {
     sdk::Assignment config;
     sdk::Candidate score;
@@ -89,8 +84,8 @@ class Nsga2Tuner : public sdk::Tuner {
   // or nullopt when an objective is missing (a warning says which).
   std::optional<sdk::Candidate> Score(const msgpack::object& value, double scalar);
 
-  const std::vector<Objective>& objectives() const { return objectives_; }
-  const std::vector<std::string>& constraints() const { return constraints_; }
+  const std::vector<Objective>& objectives() const { return objectives_.objectives(); }
+  const std::vector<std::string>& constraints() const { return objectives_.constraints(); }
   int64_t population_size() const { return population_size_; }
   std::optional<double> mutation_prob() const { return mutation_prob_; }
   double crossover_prob() const { return crossover_prob_; }
@@ -112,8 +107,7 @@ class Nsga2Tuner : public sdk::Tuner {
 
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
-  std::vector<Objective> objectives_;
-  std::vector<std::string> constraints_;
+  sdk::ObjectiveSet objectives_;
   int64_t population_size_ = kDefaultPopulationSize;
   std::optional<double> mutation_prob_;
   double crossover_prob_ = 0.9;
@@ -124,7 +118,6 @@ class Nsga2Tuner : public sdk::Tuner {
   std::vector<Member> parents_;  // breed generation_ (empty in generation 0)
   std::vector<Member> current_;  // generation_'s results so far
   std::map<int64_t, Running> running_;
-  std::vector<std::string> warned_;  // keys a warning was given for
 };
 
 }  // namespace tunehost::plugins

@@ -630,6 +630,7 @@ void Model::AddMany(const std::vector<std::pair<sdk::Assignment, double>>& obser
   impl_->Reindex();
 }
 size_t Model::size() const { return impl_->xs.size(); }
+size_t Model::NBelow(size_t n) const { return impl_->NBelow(n); }
 const Options& Model::options() const { return impl_->options; }
 
 sdk::Assignment Model::Suggest(std::mt19937_64& rng, const std::vector<sdk::Assignment>& pending,

@@ -54,6 +54,8 @@ class Model {
   void AddMany(const std::vector<std::pair<sdk::Assignment, double>>& observations);
   // Observations added so far.
   size_t size() const;
+  // How many of n observations (lies included) form the good group.
+  size_t NBelow(size_t n) const;
   const Options& options() const;
 
   // One configuration. `pending` are configurations in flight, counted as

@@ -2,7 +2,8 @@
 // implementation) with NNI's arguments and defaults, plus a `multivariate`
 // option that is on by default. The model is in tpe_model.h.
 //
-// class_args: optimize_mode ("minimize" default, or "maximize"), seed, and
+// class_args: optimize_mode ("minimize" default, or "maximize"), seed,
+// objectives and constraints (below), and
 // tpe_args {constant_liar_type ("best" default | "worst" | "mean" | null or
 // "none" = no liar), n_startup_jobs 20, n_ei_candidates 24,
 // linear_forgetting 25, prior_weight 1.0, gamma 0.25, multivariate true,
@@ -13,6 +14,23 @@
 // ramp applied in LOSS order within each group (NNI sorts a group by loss
 // before weighting it, so in the bad group the observations closest to the
 // good ones weigh least; hyperopt ramps by age).
+//
+// Multi-objective (MOTPE, Ozaki et al. 2020, as Optuna 3.1's TPESampler
+// runs it with several objectives): class_args `objectives` (a map result key
+// -> "maximize"/"minimize", "default" being the scalar) and/or `constraints`
+// (result keys whose value must be <= 0), read from each final result as
+// `nsga2` reads them (sdk/cpp/objectives.h). The observations are then
+// ordered by constrained non-dominated front, the front that straddles the
+// good/bad split by greedy hypervolume subset selection
+// (sdk::SplitOrder), and the model sees each observation's place in that
+// order as its loss, so everything else (split size, weights, liar, joint
+// model) is the single-objective tuner's. Deviations from Optuna's MOTPE:
+// the good group's size is this tuner's ceil(gamma * sqrt(N)) (Optuna:
+// min(ceil(0.1 N), 25)), the good observations weigh equally (Optuna weighs
+// them by hypervolume contribution), and the liar's values are places in
+// the order ("best": the first). A result missing an objective is not used
+// (a warning names the key). The order is recomputed when a result arrived
+// since the last suggestion: O(M N^2) for N results of M objectives.
 //
 // Deviations from NNI, on purpose:
 // - By default the always-active parameters are modelled jointly
@@ -63,6 +81,8 @@
 
 #include "tpe_model.h"
 #include "tunehost/sdk/cpp/helper.h"
+#include "tunehost/sdk/cpp/objectives.h"
+#include "tunehost/sdk/cpp/pareto.h"
 #include "tunehost/sdk/cpp/search_space.h"
 #include "tunehost/sdk/cpp/seen.h"
 #include "tunehost/sdk/cpp/value.h"
@@ -92,9 +112,16 @@ class TpeTuner : public sdk::Tuner {
   uint64_t seed() const { return seed_; }
   size_t observations() const { return model_ ? model_->size() : 0; }
   size_t running() const { return running_.size(); }
+  // Multi-objective: the objectives and constraints (nullptr without).
+  const sdk::ObjectiveSet* objective_set() const { return multi_ ? &*multi_ : nullptr; }
 
  private:
-  void AddResult(const msgpack::object& parameters, const sdk::Assignment* x, double scalar);
+  void AddResult(const msgpack::object& parameters, const sdk::Assignment* x,
+                 const msgpack::object& value, double scalar);
+  // Multi-objective: a result's configuration joins the observations.
+  void Observe(const msgpack::object& parameters, const sdk::Assignment* x, size_t score);
+  // Multi-objective: the model again from the observations in SplitOrder.
+  void Reorder();
   double Lie() const;
 
   tpe::Options options_;
@@ -116,6 +143,14 @@ class TpeTuner : public sdk::Tuner {
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;
   bool exhausted_ = false;
+
+  // Multi-objective only: scores_ parallel to results_ (whose losses are
+  // then 0), observed_ the configurations in the model with their score.
+  std::optional<sdk::ObjectiveSet> multi_;
+  std::vector<sdk::Candidate> scores_;
+  std::vector<std::pair<sdk::Assignment, size_t>> observed_;
+  bool reorder_ = false;
+  size_t ordered_below_ = 0;  // the good group's size of the last order
 };
 
 }  // namespace tunehost::plugins

@@ -479,11 +479,12 @@ class RunCommandTest(unittest.TestCase):
                      != os.path.dirname(p["save_checkpoint_dir"])]
             self.assertEqual(len(moved), 1, by_step[step])
 
-    def test_nsga2_two_objectives_and_a_constraint_give_the_feasible_pareto_front(self):
+    def multi_objective_run(self, tuner_yaml):
         # A trial reports a map: the metric ("default"), two objectives and a
         # constraint value (<= 0 is feasible). The summary's front must be
         # exactly the feasible trials no other feasible trial dominates.
-        tmp = tempfile.mkdtemp(prefix="tunehost-nsga2-")
+        # Returns (tmp, summary, trials, expected front).
+        tmp = tempfile.mkdtemp(prefix="tunehost-pareto-")
         write(os.path.join(tmp, "trial.py"), """
             import nni
 
@@ -499,9 +500,8 @@ class RunCommandTest(unittest.TestCase):
             experimentWorkingDirectory: %s
             trialConcurrency: 3
             maxTrialNumber: 24
-            tuner: {name: nsga2, classArgs: {objectives: {f1: minimize, f2: minimize},
-                                             constraints: [c], population_size: 6, seed: 4}}
-            """ % (sys.executable, tmp, tmp))
+            tuner: %s
+            """ % (sys.executable, tmp, tmp, tuner_yaml))
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(summary["status"], "DONE")
         trials = summary["trials"]
@@ -523,6 +523,18 @@ class RunCommandTest(unittest.TestCase):
         self.assertEqual(summary["pareto_front"], expected)
         self.assertEqual(summary["best"], expected)
         self.assertIn("Pareto front: %d trial(s)" % len(expected), proc.stdout)
+        return tmp, summary, trials, expected
+
+    def test_motpe_tpe_with_objectives_gives_the_feasible_pareto_front(self):
+        # NNI's name for tpe, with objectives and a constraint: MOTPE.
+        self.multi_objective_run(
+            "{name: TPE, classArgs: {objectives: {f1: minimize, f2: minimize}, constraints: [c],"
+            " seed: 4, tpe_args: {n_startup_jobs: 6}}}")
+
+    def test_nsga2_two_objectives_and_a_constraint_give_the_feasible_pareto_front(self):
+        tmp, summary, trials, expected = self.multi_objective_run(
+            "{name: nsga2, classArgs: {objectives: {f1: minimize, f2: minimize},"
+            " constraints: [c], population_size: 6, seed: 4}}")
         # The stored experiment, viewed: the same front, rebuilt from the store.
         view = subprocess.run([harness.TUNEHOST, "view", summary["experiment_id"], "--workdir",
                                tmp, "--once"],

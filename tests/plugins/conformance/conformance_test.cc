@@ -108,6 +108,17 @@ std::vector<TunerRow> TunerRows() {
     add(r);
   }
   {
+    // MOTPE: the multi-objective path with "default" as its one objective.
+    TunerRow r = NewRow<TunerRow>("tpe_objectives", "tpe", "tpe");
+    r.class_args = {{"seed", 14},
+                    {"objectives", {{"default", "maximize"}}},
+                    {"tpe_args", {{"n_startup_jobs", 8}}}};
+    r.space = NestedSpace();
+    r.wrong_arg = {{"objectives", {{"default", "up"}}}};
+    r.wrong_arg_name = "objectives";
+    add(r);
+  }
+  {
     TunerRow r = NewRow<TunerRow>("grid", "grid", "grid");
     r.class_args = Json::object();
     r.space = NestedSpace();

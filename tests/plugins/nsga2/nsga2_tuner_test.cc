@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "plugins/plugin_testing.h"
+#include "plugins/pareto_testing.h"
 #include "plugins/tuner_testing.h"
 #include "tunehost/sdk/cpp/pareto.h"
 
@@ -93,66 +94,11 @@ TEST(ParetoTest, CrowdingDistanceAndTheEliteCut) {
 
 // --- the tuner ---
 
-const Json kUnit = Json::parse(R"({
-  "x0": {"_type": "uniform", "_value": [0, 1]},
-  "x1": {"_type": "uniform", "_value": [0, 1]},
-  "x2": {"_type": "uniform", "_value": [0, 1]},
-  "x3": {"_type": "uniform", "_value": [0, 1]},
-  "x4": {"_type": "uniform", "_value": [0, 1]}
-})");
-
 const Json kTwoObjectives = {{"objectives", {{"f1", "minimize"}, {"f2", "minimize"}}}};
 
-std::unique_ptr<Nsga2Tuner> Make(const RecordingHost& host, Json args, const Json& space = kUnit) {
+std::unique_ptr<Nsga2Tuner> Make(const RecordingHost& host, Json args, const Json& space = Unit5()) {
   if (!args.contains("seed")) args["seed"] = 3;
   return MakeTunerOf<Nsga2Tuner>(host, space, args);
-}
-
-// Reports `value` (a number or a map) as the final result of trial `id`.
-void Report(sdk::Tuner& t, int64_t id, const std::string& params, const Json& value) {
-  msgpack::object_handle p = msgpack::unpack(params.data(), params.size());
-  msgpack::object_handle v = MsgpackOf(value);
-  const double scalar = value.is_number()                                       ? value.get<double>()
-                        : value.contains("default") && value["default"].is_number() ? value["default"].get<double>()
-                                                                                  : 0.0;
-  t.ReceiveTrialResult(id, p.get(), v.get(), scalar, false);
-}
-
-// ZDT1 over the map's x0..x4: f1 = x0, f2 = g (1 - sqrt(x0 / g)), g = 1 + 9
-// mean(x1..x4); the Pareto front is x1..x4 = 0.
-Json Zdt1(const Json& params) {
-  const double x0 = params["x0"].get<double>();
-  double rest = 0;
-  for (int i = 1; i < 5; ++i) rest += params["x" + std::to_string(i)].get<double>();
-  const double g = 1 + 9 * rest / 4;
-  return {{"default", 0}, {"f1", x0}, {"f2", g * (1 - std::sqrt(x0 / g))}};
-}
-
-// The area dominated by the points' first front and bounded by (1, 10).
-double Hypervolume(std::vector<std::pair<double, double>> points) {
-  std::sort(points.begin(), points.end());
-  double area = 0, best_f2 = 10;
-  for (const auto& [f1, f2] : points) {
-    if (f1 >= 1 || f2 >= best_f2) continue;
-    area += (1 - f1) * (best_f2 - f2);
-    best_f2 = f2;
-  }
-  return area;
-}
-
-// Runs `trials` trials of ZDT1 in batches of `batch`; the hypervolume of all results.
-double RunZdt1(sdk::Tuner& t, int trials, int batch) {
-  std::vector<std::pair<double, double>> points;
-  for (int64_t id = 0; id < trials; id += batch) {
-    std::vector<std::string> params = GenerateN(t, batch, id);
-    for (int i = 0; i < batch; ++i) {
-      const Json v = Zdt1(ToJson(params[static_cast<size_t>(i)]));
-      points.emplace_back(v["f1"].get<double>(), v["f2"].get<double>());
-      Report(t, id + i, params[static_cast<size_t>(i)], v);
-      t.TrialEnd(id + i, true);
-    }
-  }
-  return Hypervolume(points);
 }
 
 TEST(Nsga2Test, DefaultsAreOptunas) {

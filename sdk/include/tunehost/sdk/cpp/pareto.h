@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <numeric>
@@ -120,6 +121,122 @@ inline std::vector<size_t> SelectElite(const std::vector<Candidate>& c, size_t n
     break;
   }
   return elite;
+}
+
+// The hypervolume dominated by `points` (minimized) up to `ref`: the volume
+// of the union of the boxes [p, ref]. Points not below `ref` in every value
+// add nothing. Recursive slicing on the last value: O(n^(M-1) log n) for n
+// points of M values, meant for the small sets of SplitOrder.
+inline double Hypervolume(std::vector<std::vector<double>> points, const std::vector<double>& ref) {
+  const size_t m = ref.size();
+  points.erase(std::remove_if(points.begin(), points.end(),
+                              [&](const std::vector<double>& p) {
+                                for (size_t k = 0; k < m; ++k) {
+                                  if (!(p[k] < ref[k])) return true;
+                                }
+                                return false;
+                              }),
+               points.end());
+  if (points.empty() || m == 0) return 0;
+  if (m == 1) {
+    double best = points[0][0];
+    for (const auto& p : points) best = std::min(best, p[0]);
+    return ref[0] - best;
+  }
+  std::sort(points.begin(), points.end(),
+            [m](const auto& a, const auto& b) { return a[m - 1] < b[m - 1]; });
+  const std::vector<double> sub_ref(ref.begin(), ref.end() - 1);
+  std::vector<std::vector<double>> slab;
+  double volume = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    slab.emplace_back(points[i].begin(), points[i].end() - 1);
+    const double top = i + 1 < points.size() ? points[i + 1][m - 1] : ref[m - 1];
+    if (top > points[i][m - 1]) volume += Hypervolume(slab, sub_ref) * (top - points[i][m - 1]);
+  }
+  return volume;
+}
+
+// Greedy hypervolume subset selection (Optuna 3.1's _solve_hssp): `k`
+// members of `front` (indices into `c`, feasible, finite values), each next
+// one the member whose box adds the most hypervolume to those chosen, with
+// Optuna's reference point max(1.1 w, 0.9 w) of the front's worst values w
+// (a zero entry moved to 1e-12). Ties go to the earlier member.
+inline std::vector<size_t> GreedyHypervolumeSubset(const std::vector<Candidate>& c,
+                                                   const std::vector<size_t>& front, size_t k) {
+  if (front.empty()) return {};
+  const size_t m = c[front[0]].values.size();
+  std::vector<double> ref(m, -std::numeric_limits<double>::infinity());
+  for (size_t i : front) {
+    for (size_t d = 0; d < m; ++d) ref[d] = std::max(ref[d], c[i].values[d]);
+  }
+  for (double& r : ref) r = r == 0 ? 1e-12 : std::max(1.1 * r, 0.9 * r);
+  std::vector<std::vector<double>> chosen_values;
+  std::vector<size_t> chosen;
+  std::vector<bool> taken(front.size(), false);
+  double base = 0;
+  while (chosen.size() < std::min(k, front.size())) {
+    size_t best = front.size();
+    double best_gain = -1;
+    for (size_t j = 0; j < front.size(); ++j) {
+      if (taken[j]) continue;
+      chosen_values.push_back(c[front[j]].values);
+      const double gain = Hypervolume(chosen_values, ref) - base;
+      chosen_values.pop_back();
+      if (gain > best_gain) {
+        best_gain = gain;
+        best = j;
+      }
+    }
+    taken[best] = true;
+    chosen.push_back(front[best]);
+    chosen_values.push_back(c[front[best]].values);
+    base = Hypervolume(chosen_values, ref);
+  }
+  return chosen;
+}
+
+// An order of all candidates, best first, whose first `n_below` are MOTPE's
+// good group (Ozaki et al. 2020; Optuna 3.1's
+// _split_complete_trials_multi_objective): whole constrained non-dominated
+// fronts while they fit, then from the front that does not fit the members
+// chosen by greedy hypervolume subset selection, then the rest in front
+// order. A front holding an infeasible or infinite score, or whose greedy
+// selection would exceed `budget` hypervolume terms (many values on a
+// large front), is cut by crowding distance instead (NSGA-II's rule).
+inline std::vector<size_t> SplitOrder(const std::vector<Candidate>& c, size_t n_below,
+                                      double budget = 2e7) {
+  std::vector<size_t> order;
+  order.reserve(c.size());
+  for (const std::vector<size_t>& front : NondominatedFronts(c)) {
+    if (order.size() >= n_below || order.size() + front.size() <= n_below) {
+      order.insert(order.end(), front.begin(), front.end());
+      continue;
+    }
+    const size_t need = n_below - order.size();
+    bool finite = true;
+    for (size_t i : front) {
+      finite = finite && c[i].violation <= 0;
+      for (double v : c[i].values) finite = finite && std::isfinite(v);
+    }
+    const double m = static_cast<double>(c[front[0]].values.size());
+    const double terms = static_cast<double>(front.size()) * static_cast<double>(need) *
+                         std::pow(static_cast<double>(need) + 1, std::max(1.0, m - 1));
+    std::vector<size_t> first;
+    if (finite && terms <= budget) {
+      first = GreedyHypervolumeSubset(c, front, need);
+    } else {
+      const std::vector<double> d = CrowdingDistances(c, front);
+      std::vector<size_t> by(front.size());
+      std::iota(by.begin(), by.end(), size_t{0});
+      std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return d[a] > d[b]; });
+      for (size_t k = 0; k < need; ++k) first.push_back(front[by[k]]);
+    }
+    order.insert(order.end(), first.begin(), first.end());
+    for (size_t i : front) {
+      if (std::find(first.begin(), first.end(), i) == first.end()) order.push_back(i);
+    }
+  }
+  return order;
 }
 
 }  // namespace tunehost::sdk
