@@ -145,7 +145,7 @@ Status Server::Impl::Run() {
     items[3].events = jobs_blocked_ ? ZMQ_POLLOUT : 0;
     items[4].socket = events_.handle();  // a new socket after a rebind
     try {
-      zmq::poll(items, 5, kPollInterval);
+      zmq::poll(items, 5, PollTimeout(kPollInterval));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Internal(std::string("poll failed: ") + e.what());

@@ -178,6 +178,7 @@ class Server::Impl final : public EngineSink {
   void SendAcks();
   bool CommitStore();
   void FlushStore(bool final);
+  std::chrono::milliseconds PollTimeout(std::chrono::milliseconds idle) const;
   uint64_t CheckpointKey() const;
   void Checkpoint(std::optional<Clock::time_point> wait_until = std::nullopt);
 
@@ -237,6 +238,10 @@ class Server::Impl final : public EngineSink {
   bool checkpoint_due_ = false;  // after an import
   int64_t results_handed_ = 0;   // results (and imports) given to the tuner, ever
   int64_t stored_next_id_ = -1;
+  // Tuner generate calls posted and not answered yet, and since when the
+  // turn's commit waits for one (server_store.cc, FlushStore).
+  int generates_in_flight_ = 0;
+  std::optional<Clock::time_point> commit_deferred_since_;
 };
 
 }  // namespace tunehost::host

@@ -130,11 +130,13 @@ void Server::Impl::CheckWatchdog(Clock::time_point now) {
 
 // --- EngineSink ---
 void Server::Impl::RequestParameters(std::vector<int64_t> ids) {
+  ++generates_in_flight_;
   PostTuner([this, ids] {
     std::vector<std::pair<int64_t, p::Packed>> out;
     bool no_more = false;
     Status st = plugins_.tuner()->Generate(ids, &out, &no_more);
     Complete([this, ids, out = std::move(out), no_more, st]() mutable {
+      --generates_in_flight_;
       if (!st.ok()) PluginFailed("tuner", st);
       engine_.OnParameters(ids, std::move(out), no_more, st, Clock::now());
     });

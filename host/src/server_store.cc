@@ -306,11 +306,32 @@ bool Server::Impl::CommitStore() {
   return false;
 }
 
+// How long a turn's commit may wait for the tuner's answer (wire-format.md
+// §5.3): the trial it makes is committed with it, one commit instead of two
+// before the offer.
+constexpr auto kCommitDeferral = std::chrono::milliseconds(1);
+
+// How long the loop may sleep: until the deferred commit is due.
+std::chrono::milliseconds Server::Impl::PollTimeout(std::chrono::milliseconds idle) const {
+  if (!commit_deferred_since_) return idle;
+  const auto left = *commit_deferred_since_ + kCommitDeferral - Clock::now();
+  return std::clamp(std::chrono::ceil<std::chrono::milliseconds>(left),
+                    std::chrono::milliseconds(0), idle);
+}
+
 // Once per loop turn: experiment metadata now and then, the batch's commit,
 // then what waited for it; a tuner checkpoint every kCheckpointInterval.
+// While the tuner is asked for a trial to offer, the commit waits for its
+// answer up to kCommitDeferral, so that the offer's commit takes the turn's
+// writes (a trial's end) with it.
 void Server::Impl::FlushStore(bool final) {
   if (!store_ || store_failed_) return;
   const auto now = Clock::now();
+  if (!final && generates_in_flight_ > 0) {
+    if (!commit_deferred_since_) commit_deferred_since_ = now;
+    if (now - *commit_deferred_since_ < kCommitDeferral) return;
+  }
+  commit_deferred_since_.reset();
   const ExperimentStatus status = engine_.status();
   if (final || status != stored_status_ || now - meta_written_ >= kMetaInterval) {
     meta_written_ = now;
