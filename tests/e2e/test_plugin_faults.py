@@ -155,6 +155,28 @@ class WatchdogTest(unittest.TestCase):
         self.assertLess(took, 15, "stop took %.1f s" % took)
         self.assertEqual(run.meta("status"), "STOPPED")
 
+    def test_a_trial_end_is_stored_while_the_tuner_is_slow(self):
+        # While the tuner is asked for a trial, the loop turn's commit waits
+        # for its answer at most 1 ms (wire-format.md §5.3): the first
+        # trial's end is in the store long before a 4 s generate returns.
+        run = Run("fixture-slow", {"sleep_ms": 4000}, max_trials=2)
+        run.start()
+
+        def ended():
+            try:
+                with run.db() as db:
+                    return db.execute("SELECT COUNT(*) FROM trials WHERE status IS NOT NULL"
+                                      ).fetchone()[0] == 1
+            except sqlite3.Error:
+                return False
+        wait_for(lambda: run.output().count("generate: sleeping") == 2, 30,
+                 "the tuner asked for the second trial")
+        asked = time.monotonic()
+        wait_for(ended, 3, "the first trial's end in the store while the tuner sleeps")
+        self.assertLess(time.monotonic() - asked, 3.5)
+        self.assertEqual(run.wait(60), 0, run.output())
+        self.assertEqual(run.summary_json()["status"], "DONE")
+
     def test_requests_waiting_for_a_hung_tuner_are_answered(self):
         # Every request gets exactly one reply (wire-format.md §4): those
         # queued behind a call that never returns get plugin_error from the
