@@ -64,4 +64,25 @@ inline void ExpectIncrementalViewsMatchTrials(const Engine& engine) {
   EXPECT_EQ(engine.last_ended_at(), last);
 }
 
+// A trial as the store and Engine::Restore take it: id, sequence and
+// parameters {"x": seq}, parameter id seq + 10.
+inline Trial MakeTrial(const std::string& id, uint64_t seq) {
+  Trial t;
+  t.id = id;
+  t.sequence_id = seq;
+  t.parameter_id = static_cast<int64_t>(seq) + 10;
+  t.parameters = Params(static_cast<int>(seq));
+  return t;
+}
+
+inline protocol::ReportMetricData MetricData(const std::string& trial, protocol::MetricType type,
+                                             uint64_t seq, double v) {
+  protocol::ReportMetricData m;
+  m.trial_id = trial;
+  m.type = type;
+  m.sequence = seq;
+  m.value = MetricOf(v);
+  return m;
+}
+
 }  // namespace tunehost::host::engine_testing

@@ -38,6 +38,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "bench_host.h"
+#include "fleet_bench.h"
 #include "tunehost/host/plugin.h"
 #include "tunehost/host/server.h"
 #include "tunehost/host/store.h"
@@ -45,11 +47,7 @@
 
 namespace {
 
-namespace p = tunehost::protocol;
-namespace th = tunehost::host;
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+using namespace tunehost::bench;  // NOLINT: the bench's own helpers
 
 p::ReportMetricData MetricFor(const std::string& trial, uint64_t seq) {
   p::ReportMetricData m;
@@ -181,74 +179,6 @@ class FakeWorker {
   std::string id_;
   zmq::socket_t jobs_, results_, events_;
   uint64_t next_ = 0;
-};
-
-// A fresh store file in the temporary directory, removed at exit.
-class TempStore {
- public:
-  TempStore() {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tunehost-bench-" + std::to_string(getpid()) + "-" + std::to_string(++count_));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    tunehost::Status st = th::Store::Open(dir_ / "store.db", th::Store::Mode::kCreate, &store_);
-    if (!st.ok()) throw std::runtime_error(st.ToString());
-  }
-  ~TempStore() {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  th::Store* get() { return store_.get(); }
-
- private:
-  static inline int count_ = 0;
-  std::filesystem::path dir_;
-  std::unique_ptr<th::Store> store_;
-};
-
-struct HostUnderTest {
-  th::PluginRegistry registry;
-  std::unique_ptr<TempStore> store;
-  std::unique_ptr<th::Server> server;
-  std::thread loop;
-
-  // The default heartbeat and ack timeout keep liveness out of the figures;
-  // the fleet benchmark gives the real ones.
-  HostUnderTest(const std::string& plugins, uint64_t max_trials, bool with_store,
-                uint32_t concurrency = 1,
-                std::chrono::milliseconds heartbeat = std::chrono::milliseconds(60000),
-                std::chrono::milliseconds ack_timeout = std::chrono::milliseconds(60000),
-                uint32_t prefetch = 0) {
-    registry.LoadDirectory(plugins);
-    th::ServerOptions o;
-    o.prefetch = prefetch;
-    o.endpoints = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
-                   "tcp://127.0.0.1:*"};
-    o.heartbeat_interval = heartbeat;
-    o.ack_timeout = ack_timeout;
-    server = std::make_unique<th::Server>(o, &registry);
-    if (!server->Bind().ok()) throw std::runtime_error("bind failed");
-    if (with_store) {
-      store = std::make_unique<TempStore>();
-      server->UseStore(store->get());
-    }
-    p::ExperimentSpec spec;
-    spec.id = "bench";
-    spec.tuner.name = "random";
-    (void)p::JsonToPacked("{\"seed\": 1}", &spec.tuner.args);
-    spec.concurrency = concurrency;
-    spec.max_trials = max_trials;
-    p::Packed space;
-    (void)p::JsonToPacked(R"({"x": {"_type": "uniform", "_value": [0, 1]}})", &space);
-    tunehost::Status st = server->Configure(spec, space);
-    if (!st.ok()) throw std::runtime_error(st.ToString());
-    loop = std::thread([this] { (void)server->Run(); });
-  }
-  ~HostUnderTest() { Stop(); }
-  void Stop() {
-    server->Stop();
-    if (loop.joinable()) loop.join();
-  }
 };
 
 // One worker running one trial that reports results as fast as it can; the
@@ -394,167 +324,8 @@ Latency HostDispatch(const std::string& plugins, size_t trials) {
   return Summarize(std::move(samples));
 }
 
-// --- the fleet: many one-slot workers on loopback, trials of a fixed length ---
-
-// One simulated worker: real sockets, driven by Fleet's single thread.
-struct SimWorker {
-  std::string id, topic;
-  zmq::socket_t jobs, results, events;
-  std::optional<p::NewTrialJob> running;
-  Clock::time_point ends{};
-  uint64_t next_id = 0;
-  size_t ran = 0;  // trials started here
-  std::optional<Clock::time_point> first_offer;
-
-  SimWorker(zmq::context_t& ctx, const th::Endpoints& ep, std::string worker_id)
-      : id(std::move(worker_id)),
-        topic("worker." + id + "."),
-        jobs(ctx, zmq::socket_type::pull),
-        results(ctx, zmq::socket_type::push),
-        events(ctx, zmq::socket_type::sub) {
-    jobs.set(zmq::sockopt::rcvhwm, 1);
-    jobs.set(zmq::sockopt::linger, 0);
-    jobs.connect(ep.jobs);
-    results.set(zmq::sockopt::linger, 0);
-    results.connect(ep.results);
-    events.set(zmq::sockopt::subscribe, topic);
-    events.set(zmq::sockopt::linger, 0);
-    events.connect(ep.events);
-  }
-  void Send(p::Body body) {
-    std::string bytes = p::Encode(++next_id, std::move(body));
-    results.send(zmq::buffer(bytes), zmq::send_flags::none);
-  }
-};
-
-struct FleetResult {
-  size_t trials = 0;
-  uint64_t offers = 0, rejects = 0, addressed = 0;
-  uint64_t reoffers = 0;  // offers of a trial again (an unanswered offer, a lost worker)
-  double makespan_s = 0, ideal_s = 0;
-  size_t most_per_worker = 0;     // trials on the busiest worker
-  double last_first_offer_s = 0;  // when the last worker to get an offer got its first
-};
-
-// `workers` one-slot workers (addressed offers or not) run `trials` trials of
-// `trial` each; the host has the real heartbeat and ack timeout. Makespan runs
-// from the first WH to the last EN; the ideal is ceil(trials / workers) trial
-// lengths.
-FleetResult RunFleet(const std::string& plugins, size_t workers, size_t trials,
-                     std::chrono::milliseconds trial, bool addressed) {
-  HostUnderTest host(plugins, trials, false, static_cast<uint32_t>(workers),
-                     std::chrono::milliseconds(1000), std::chrono::milliseconds(2000));
-  zmq::context_t ctx(1);
-  ctx.set(zmq::ctxopt::max_sockets, static_cast<int>(3 * workers + 64));
-  std::vector<std::unique_ptr<SimWorker>> fleet;
-  char id[32];
-  for (size_t i = 0; i < workers; ++i) {
-    std::snprintf(id, sizeof id, "fleet-%05zu", i);
-    fleet.push_back(std::make_unique<SimWorker>(ctx, host.server->bound(), id));
-  }
-  FleetResult r;
-  const auto start = Clock::now();
-  for (auto& w : fleet) {
-    p::WorkerHello h;
-    h.worker_id = w->id;
-    h.slots = 1;
-    h.resources.extra = p::EmptyMap();
-    if (addressed) h.offers = p::WorkerHello::kAddressedOffers;
-    w->Send(h);
-  }
-  std::vector<zmq::pollitem_t> items;
-  for (auto& w : fleet) {
-    items.push_back({w->jobs.handle(), 0, ZMQ_POLLIN, 0});
-    items.push_back({w->events.handle(), 0, ZMQ_POLLIN, 0});
-  }
-  auto on_offer = [&](SimWorker& w, const p::NewTrialJob& job, Clock::time_point now) {
-    ++r.offers;
-    if (!w.first_offer) w.first_offer = now;
-    if (w.running) {
-      ++r.rejects;
-      w.Send(p::TrialRejected{w.id, job.trial_id, job.attempt, "no free slot", job.lease});
-      return;
-    }
-    w.Send(p::TrialStarted{w.id, job.trial_id, job.attempt, job.lease});
-    w.running = job;
-    ++w.ran;
-    w.ends = now + trial;
-  };
-  size_t ended = 0;
-  Clock::time_point last_end = start, next_heartbeat = start + std::chrono::milliseconds(500);
-  const auto deadline =
-      start + 20 * trial * ((trials + workers - 1) / workers) + std::chrono::seconds(60);
-  while (ended < trials) {
-    auto now = Clock::now();
-    if (now > deadline) throw std::runtime_error("fleet: trials did not finish in time");
-    Clock::time_point wake = next_heartbeat;
-    for (auto& w : fleet) {
-      if (w->running) wake = std::min(wake, w->ends);
-    }
-    zmq::poll(items, std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::max(wake - now, Clock::duration::zero())));
-    now = Clock::now();
-    for (size_t i = 0; i < fleet.size(); ++i) {
-      SimWorker& w = *fleet[i];
-      for (int budget = 0; budget < 16 && (items[2 * i].revents & ZMQ_POLLIN); ++budget) {
-        zmq::message_t msg;
-        if (!w.jobs.recv(msg, zmq::recv_flags::dontwait)) break;
-        p::Message m;
-        if (p::Decode(msg.to_string_view(), &m).ok()) {
-          if (auto* job = std::get_if<p::NewTrialJob>(&m.body)) on_offer(w, *job, now);
-        }
-      }
-      for (int budget = 0; budget < 16 && (items[2 * i + 1].revents & ZMQ_POLLIN); ++budget) {
-        std::vector<zmq::message_t> frames;
-        if (!zmq::recv_multipart(w.events, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-          break;
-        }
-        p::Message m;
-        if (frames.size() != 2 || frames[0].to_string_view() != w.topic ||
-            !p::Decode(frames[1].to_string_view(), &m).ok()) {
-          continue;
-        }
-        if (auto* job = std::get_if<p::NewTrialJob>(&m.body)) {
-          ++r.addressed;
-          on_offer(w, *job, now);
-        } else if (auto* kill = std::get_if<p::KillTrialJob>(&m.body)) {
-          if (w.running && w.running->trial_id == kill->trial_id) w.running.reset();
-        }
-      }
-      if (w.running && w.ends <= now) {
-        w.Send(p::TrialEnd{w.running->trial_id, w.running->attempt, p::TrialStatus::kSucceeded, "",
-                           w.id});
-        w.running.reset();
-        ++ended;
-        last_end = now;
-      }
-    }
-    if (now >= next_heartbeat) {
-      for (auto& w : fleet) {
-        std::vector<p::RunningTrial> running;
-        if (w->running) running.push_back({w->running->trial_id, w->running->attempt, -1});
-        w->Send(p::Heartbeat{w->id, w->running ? 0u : 1u, std::move(running)});
-      }
-      next_heartbeat = now + std::chrono::milliseconds(500);
-    }
-  }
-  r.trials = ended;
-  host.Stop();
-  r.reoffers = host.server->Summary().reoffers;
-  r.makespan_s = Seconds(last_end - start);
-  r.ideal_s = Seconds(trial) * static_cast<double>((trials + workers - 1) / workers);
-  for (auto& w : fleet) {
-    r.most_per_worker = std::max(r.most_per_worker, w->ran);
-    if (w->first_offer) {
-      r.last_first_offer_s = std::max(r.last_first_offer_s, Seconds(*w->first_offer - start));
-    }
-  }
-  return r;
-}
-
 }  // namespace
 
-const char* Verdict(bool met) { return met ? "met" : "NOT MET"; }
 
 // CPU time from /proc, to tell how much of the machine other processes used
 // while the targets ran: two cores shared with a build or a test run measure
@@ -776,31 +547,7 @@ int main(int argc, char** argv) {
     }
 
     if (!runs("4")) return 0;
-    std::printf(
-        "\ntarget 4: fleets of one-slot workers, %zu trials each, trials of max(100 ms, "
-        "workers x 4 ms)\n",
-        trials_per_worker);
-    std::printf("  %-8s %-10s %8s %8s %10s %10s %8s %6s %7s %10s %10s  %s\n", "workers", "offers",
-                "trials", "offers", "rejects", "addressed", "again", "most", "join", "makespan",
-                "ideal",
-                "offers/trial <= 1.05, "
-                "makespan <= 1.1x ideal");
-    for (size_t n : fleets) {
-      const auto length = std::chrono::milliseconds(std::max<size_t>(100, n * 4));
-      for (bool addressed : {false, true}) {
-        FleetResult f = RunFleet(plugins, n, n * trials_per_worker, length, addressed);
-        const double per = static_cast<double>(f.offers) / static_cast<double>(f.trials);
-        const double span = f.makespan_s / f.ideal_s;
-        std::printf(
-            "  %-8zu %-10s %8zu %8llu %10llu %10llu %8llu %6zu %6.2fs %9.2fs %9.2fs  %.2f, x%.2f: "
-            "%s\n",
-            n, addressed ? "addressed" : "jobs PUSH", f.trials,
-            static_cast<unsigned long long>(f.offers), static_cast<unsigned long long>(f.rejects),
-            static_cast<unsigned long long>(f.addressed),
-            static_cast<unsigned long long>(f.reoffers), f.most_per_worker, f.last_first_offer_s,
-            f.makespan_s, f.ideal_s, per, span, Verdict(per <= 1.05 && span <= 1.1));
-      }
-    }
+    FleetTarget(plugins, fleets, trials_per_worker);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tunehost-bench: %s\n", e.what());
     return 1;
