@@ -287,10 +287,7 @@ std::string AnnealTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 11, kStateFormat, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("maximize"));  // losses are signed by it
   pk.pack(maximize_);
   pk.pack(std::string("seen"));
@@ -328,25 +325,14 @@ void AnnealTuner::LoadState(std::string_view state) {
   }
   msgpack::object_handle h = sdk::OpenState(state, "anneal", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
-  const msgpack::object* maximize = sdk::FindKey(o, "maximize");
   const msgpack::object* seen = sdk::FindKey(o, "seen");
   const msgpack::object* configurations = sdk::FindKey(o, "configurations");
   const msgpack::object* metrics = sdk::FindKey(o, "metrics");
   const msgpack::object* observations = sdk::FindKey(o, "observations");
   const msgpack::object* running = sdk::FindKey(o, "running");
   const msgpack::object* exhausted = sdk::FindKey(o, "exhausted");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
-  if (maximize == nullptr || maximize->type != msgpack::type::BOOLEAN) BadState("no maximize");
-  if (maximize->via.boolean != maximize_) {
-    BadState(std::string("saved with optimize_mode ") +
-             (maximize->via.boolean ? "maximize" : "minimize") + ", this tuner has " +
-             (maximize_ ? "maximize" : "minimize"));
-  }
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "anneal");
+  sdk::CheckSavedMaximize(o, maximize_, "anneal");
   sdk::SeenConfigurations keys;
   if (seen == nullptr || !keys.Unpack(*seen)) BadState("no seen list of binary keys");
   if (configurations == nullptr || !sdk::IsInteger(*configurations)) {
@@ -386,8 +372,8 @@ void AnnealTuner::LoadState(std::string_view state) {
   const double metric_max = StateNumber(&metrics->via.array.ptr[2], "metrics max");
   const double metric_sum = StateNumber(&metrics->via.array.ptr[3], "metrics sum");
 
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   seen_ = std::move(keys);
   configurations_ = sdk::AsInt64(*configurations, "configurations");
   metric_count_ = sdk::AsInt64(metrics->via.array.ptr[0], "metrics count");

@@ -275,10 +275,7 @@ std::string CmaEsTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 15, kStateFormat, kStateVersion);  // 13 keys after the header's 2
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("maximize"));
   pk.pack(maximize_);
   pk.pack(std::string("dimensions"));
@@ -326,16 +323,8 @@ void CmaEsTuner::LoadState(std::string_view state) {
       BadState(std::string("no ") + k);
     return v->via.u64;
   };
-  const uint64_t seed = u64("seed");
-  const msgpack::object* rng_text = key("rng");
-  std::mt19937_64 rng;
-  if (rng_text == nullptr || !sdk::IsString(*rng_text) ||
-      !sdk::RngFromString(sdk::StringView(*rng_text), &rng)) {
-    BadState("no rng");
-  }
-  const msgpack::object* maximize = key("maximize");
-  if (maximize == nullptr || maximize->type != msgpack::type::BOOLEAN) BadState("no maximize");
-  if (maximize->via.boolean != maximize_) BadState("saved with the other optimize_mode");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "cmaes");
+  sdk::CheckSavedMaximize(o, maximize_, "cmaes");
   const size_t n = dims_.size();
   if (u64("dimensions") != n) {
     BadState("saved for " + std::to_string(u64("dimensions")) +
@@ -393,8 +382,8 @@ void CmaEsTuner::LoadState(std::string_view state) {
     D_ = d_saved;
     BadState("C is not a positive definite matrix");
   }
-  seed_ = seed;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   generation_ = generation;
   startup_left_ = startup_left;
   mean_ = std::move(mean);

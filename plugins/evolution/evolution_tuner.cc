@@ -238,10 +238,7 @@ std::string EvolutionTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 8, kStateFormat, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("maximize"));  // fitness is signed by it
   pk.pack(maximize_);
   pk.pack(std::string("population"));  // [[config, fitness or nil], ...]
@@ -279,22 +276,11 @@ void EvolutionTuner::LoadState(std::string_view state) {
   }
   msgpack::object_handle h = sdk::OpenState(state, "evolution", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
-  const msgpack::object* maximize = sdk::FindKey(o, "maximize");
   const msgpack::object* population = sdk::FindKey(o, "population");
   const msgpack::object* running = sdk::FindKey(o, "running");
   const msgpack::object* credits = sdk::FindKey(o, "credits");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
-  if (maximize == nullptr || maximize->type != msgpack::type::BOOLEAN) BadState("no maximize");
-  if (maximize->via.boolean != maximize_) {
-    BadState(std::string("saved with optimize_mode ") +
-             (maximize->via.boolean ? "maximize" : "minimize") + ", this tuner has " +
-             (maximize_ ? "maximize" : "minimize"));
-  }
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "evolution");
+  sdk::CheckSavedMaximize(o, maximize_, "evolution");
 
   std::vector<Individual> pop;
   if (population == nullptr || population->type != msgpack::type::ARRAY) BadState("no population");
@@ -334,8 +320,8 @@ void EvolutionTuner::LoadState(std::string_view state) {
     kept.push_back(sdk::AsInt64(credits->via.array.ptr[i], "credit id"));
   }
 
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   population_ = std::move(pop);
   running_ = std::move(run);
   credits_ = std::move(kept);

@@ -415,10 +415,7 @@ std::string GpTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 8, kStateFormat, kStateVersion);  // 6 keys after the header's 2
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("maximize"));
   pk.pack(maximize_);
   pk.pack(std::string("dimensions"));
@@ -445,17 +442,8 @@ void GpTuner::LoadState(std::string_view state) {
   msgpack::object_handle h = sdk::OpenState(state, "gp", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
   auto key = [&](const char* k) { return sdk::FindKey(o, k); };
-  const msgpack::object* seed = key("seed");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  const msgpack::object* rng_text = key("rng");
-  std::mt19937_64 rng;
-  if (rng_text == nullptr || !sdk::IsString(*rng_text) ||
-      !sdk::RngFromString(sdk::StringView(*rng_text), &rng)) {
-    BadState("no rng");
-  }
-  const msgpack::object* maximize = key("maximize");
-  if (maximize == nullptr || maximize->type != msgpack::type::BOOLEAN) BadState("no maximize");
-  if (maximize->via.boolean != maximize_) BadState("saved with the other optimize_mode");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "gp");
+  sdk::CheckSavedMaximize(o, maximize_, "gp");
   const msgpack::object* dims = key("dimensions");
   if (dims == nullptr || dims->type != msgpack::type::POSITIVE_INTEGER || dims->via.u64 != dims_) {
     BadState("not saved for this search space's " + std::to_string(dims_) + " dimensions");
@@ -489,8 +477,8 @@ void GpTuner::LoadState(std::string_view state) {
     running[sdk::AsInt64(e.via.array.ptr[0], "running")] =
         UnpackPoint(e.via.array.ptr[1], dims_, "running point");
   }
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   points_ = std::move(points);
   targets_ = std::move(targets);
   running_ = std::move(running);

@@ -323,10 +323,7 @@ std::string BracketTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 12 + ExtraEntries(), state_format_, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("R"));
   pk.pack(geometry_.R());
   pk.pack(std::string("eta"));
@@ -517,12 +514,7 @@ BracketTuner::Progress BracketTuner::UnpackProgress(const msgpack::object& o) co
 void BracketTuner::LoadState(std::string_view state) {
   msgpack::object_handle h = sdk::OpenState(state, name_, state_format_, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, name_);
   Progress progress = UnpackProgress(o);
   std::map<int64_t, SlotRef> issued;
   for (const auto& [number, b] : progress.brackets) {
@@ -537,8 +529,8 @@ void BracketTuner::LoadState(std::string_view state) {
     }
   }
   UnpackExtra(o);  // validates before it changes anything
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   run_ = std::move(progress);
   issued_ = std::move(issued);
 }

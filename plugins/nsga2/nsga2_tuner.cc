@@ -208,10 +208,7 @@ std::string Nsga2Tuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 9, kStateFormat, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("objectives"));  // the scores' meaning: [[name, maximize], ...], constraints
   objectives_.PackSignature(pk);
   pk.pack(std::string("generation"));
@@ -239,15 +236,10 @@ void Nsga2Tuner::LoadState(std::string_view state) {
   if (!space_) throw sdk::Error(TH_BAD_STATE, "nsga2: load_state needs the search space first");
   msgpack::object_handle h = sdk::OpenState(state, "nsga2", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
   const msgpack::object* objectives = sdk::FindKey(o, "objectives");
   const msgpack::object* generation = sdk::FindKey(o, "generation");
   const msgpack::object* running = sdk::FindKey(o, "running");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "nsga2");
   // The saved scores mean what this tuner's objectives say only if they match.
   if (!objectives_.SameSignature(objectives)) {
     BadState("saved with other objectives or constraints than this tuner's class_args");
@@ -275,8 +267,8 @@ void Nsga2Tuner::LoadState(std::string_view state) {
     r.has_result = e.via.array.ptr[2].via.boolean;
     run.emplace(sdk::AsInt64(e.via.array.ptr[0], "running id"), std::move(r));
   }
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   generation_ = static_cast<int64_t>(generation->via.u64);
   parents_ = std::move(parents);
   current_ = std::move(current);

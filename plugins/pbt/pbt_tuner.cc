@@ -276,10 +276,7 @@ std::string PbtTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 11, kStateFormat, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("maximize"));
   pk.pack(maximize_);
   pk.pack(std::string("step"));
@@ -325,19 +322,10 @@ void PbtTuner::LoadState(std::string_view state) {
     if (v == nullptr || v->type != msgpack::type::ARRAY) BadState(std::string("no ") + key);
     return v;
   };
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
-  const msgpack::object* maximize = sdk::FindKey(o, "maximize");
   const msgpack::object* step = sdk::FindKey(o, "step");
   const msgpack::object* pos = sdk::FindKey(o, "pos");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
-  if (maximize == nullptr || maximize->type != msgpack::type::BOOLEAN ||
-      maximize->via.boolean != maximize_) {
-    BadState("saved with another optimize_mode");
-  }
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "pbt");
+  sdk::CheckSavedMaximize(o, maximize_, "pbt");
   if (step == nullptr || !sdk::IsInteger(*step) || sdk::AsInt64(*step, "step") < 0) {
     BadState("no step");
   }
@@ -393,8 +381,8 @@ void PbtTuner::LoadState(std::string_view state) {
     credits.push_back(sdk::AsInt64(cred->via.array.ptr[i], "credit id"));
   }
 
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   step_ = sdk::AsInt64(*step, "step");
   population_ = std::move(pop);
   pos_ = p;

@@ -77,10 +77,7 @@ std::string RandomTuner::SaveState() {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
   sdk::PackStateHeader(pk, 5, kStateFormat, kStateVersion);
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("seen"));
   seen_.Pack(pk);
   return std::string(buffer.data(), buffer.size());
@@ -89,17 +86,12 @@ std::string RandomTuner::SaveState() {
 void RandomTuner::LoadState(std::string_view state) {
   msgpack::object_handle h = sdk::OpenState(state, "random", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object* seed = sdk::FindKey(o, "seed");
-  const msgpack::object* rng_text = sdk::FindKey(o, "rng");
   const msgpack::object* seen = sdk::FindKey(o, "seen");
-  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) BadState("no seed");
-  if (rng_text == nullptr || !sdk::IsString(*rng_text)) BadState("no rng");
-  std::mt19937_64 rng;
-  if (!sdk::RngFromString(sdk::StringView(*rng_text), &rng)) BadState("bad rng");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "random");
   sdk::SeenConfigurations keys;
   if (seen == nullptr || !keys.Unpack(*seen)) BadState("no seen list of binary keys");
-  seed_ = seed->via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   seen_ = std::move(keys);
   exhausted_ = false;
 }

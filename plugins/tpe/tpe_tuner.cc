@@ -318,10 +318,7 @@ std::string TpeTuner::SaveState() {
   } else {
     pk.pack_nil();
   }
-  pk.pack(std::string("seed"));
-  pk.pack(seed_);
-  pk.pack(std::string("rng"));
-  pk.pack(sdk::RngToString(rng_));
+  sdk::PackSavedRandom(pk, seed_, rng_);
   pk.pack(std::string("observations"));
   if (multi_) {  // [[configuration, index into results], ...]
     pk.pack_array(static_cast<uint32_t>(observed_.size()));
@@ -366,16 +363,10 @@ void TpeTuner::LoadState(std::string_view state) {
   if (!space_) throw sdk::Error(TH_BAD_STATE, "tpe: load_state needs the search space first");
   msgpack::object_handle h = sdk::OpenState(state, "tpe", kStateFormat, kStateVersion);
   const msgpack::object& o = h.get();
-  const msgpack::object& seed = Require(o, "seed");
-  const msgpack::object& rng_text = Require(o, "rng");
+  sdk::SavedRandom random = sdk::ReadSavedRandom(o, "tpe");
   const msgpack::object& running = Require(o, "running");
   const msgpack::object& results = Require(o, "results");
   const msgpack::object& exhausted = Require(o, "exhausted");
-  if (seed.type != msgpack::type::POSITIVE_INTEGER) BadState("bad seed");
-  std::mt19937_64 rng;
-  if (!sdk::IsString(rng_text) || !sdk::RngFromString(sdk::StringView(rng_text), &rng)) {
-    BadState("bad rng");
-  }
   const msgpack::object* objectives = sdk::FindKey(o, "objectives");
   if (multi_ ? !multi_->SameSignature(objectives)
              : objectives != nullptr && objectives->type != msgpack::type::NIL) {
@@ -432,8 +423,8 @@ void TpeTuner::LoadState(std::string_view state) {
     sum += loss;
     ++count;
   }
-  seed_ = seed.via.u64;
-  rng_ = rng;
+  seed_ = random.seed;
+  rng_ = random.rng;
   model_ = std::move(model);
   running_ = std::move(run);
   results_ = std::move(res);

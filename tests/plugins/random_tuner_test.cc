@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugin_testing.h"
+#include "tunehost/sdk/cpp/class_args.h"
 #include "tunehost/sdk/host.h"
 #include "tuner_testing.h"
 
@@ -328,6 +330,36 @@ TEST(RandomTunerTest, BadSavedStateIsRefusedAndChangesNothing) {
   ExpectError([&] { tuner->LoadState(future); }, TH_INVALID_ARGUMENT, {"saved state", "version"});
   EXPECT_EQ(tuner->seed(), 13u);
   EXPECT_EQ(GenerateN(*tuner, 5), GenerateN(*reference, 5));
+}
+
+// The SDK's saved-state helpers every built-in plugin uses (class_args.h):
+// seed and engine round-trip; a missing or malformed entry and a state saved
+// with the other optimize_mode are refused, naming the plugin and why.
+TEST(SavedStateTest, SeedRngAndOptimizeModeRoundTripOrAreRefused) {
+  std::mt19937_64 rng(42);
+  rng.discard(7);
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(3);
+  sdk::PackSavedRandom(pk, 42, rng);
+  pk.pack(std::string("maximize"));
+  pk.pack(true);
+  msgpack::object_handle h = msgpack::unpack(buf.data(), buf.size());
+  const sdk::SavedRandom back = sdk::ReadSavedRandom(h.get(), "demo");
+  EXPECT_EQ(back.seed, 42u);
+  EXPECT_EQ(back.rng, rng);
+  sdk::CheckSavedMaximize(h.get(), true, "demo");
+  ExpectError([&] { sdk::CheckSavedMaximize(h.get(), false, "demo"); }, TH_INVALID_ARGUMENT,
+              {"demo: saved state", "optimize_mode maximize", "minimize"});
+  for (const char* bad : {R"({"rng": "1 2 3"})", R"({"seed": -1, "rng": "x"})",
+                          R"({"seed": 1, "rng": 5})", R"({"seed": 1, "rng": "not an engine"})"}) {
+    msgpack::object_handle o = Msgpack(bad);
+    ExpectError([&] { (void)sdk::ReadSavedRandom(o.get(), "demo"); }, TH_INVALID_ARGUMENT,
+                {"demo: saved state"});
+  }
+  msgpack::object_handle none = Msgpack("{}");
+  ExpectError([&] { sdk::CheckSavedMaximize(none.get(), true, "demo"); }, TH_INVALID_ARGUMENT,
+              {"no maximize"});
 }
 
 }  // namespace

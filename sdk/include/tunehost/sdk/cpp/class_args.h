@@ -248,4 +248,52 @@ inline bool RngFromString(std::string_view text, std::mt19937_64* rng) {
   return true;
 }
 
+// Saved states of the built-in plugins hold "seed" (the seed the plugin
+// started from) and "rng" (its engine, as RngToString writes it):
+// PackSavedRandom packs the two entries, ReadSavedRandom reads them back and
+// throws Error(TH_INVALID_ARGUMENT, "<plugin>: saved state: ...") when
+// either is missing or malformed.
+struct SavedRandom {
+  uint64_t seed = 0;
+  std::mt19937_64 rng;
+};
+
+template <class Stream>
+void PackSavedRandom(msgpack::packer<Stream>& pk, uint64_t seed, const std::mt19937_64& rng) {
+  pk.pack(std::string("seed"));
+  pk.pack(seed);
+  pk.pack(std::string("rng"));
+  pk.pack(RngToString(rng));
+}
+
+inline SavedRandom ReadSavedRandom(const msgpack::object& state, std::string_view plugin) {
+  auto bad = [&](const char* what) {
+    return Error(TH_INVALID_ARGUMENT, std::string(plugin) + ": saved state: " + what);
+  };
+  const msgpack::object* seed = FindKey(state, "seed");
+  const msgpack::object* rng = FindKey(state, "rng");
+  if (seed == nullptr || seed->type != msgpack::type::POSITIVE_INTEGER) throw bad("no seed");
+  if (rng == nullptr || !IsString(*rng)) throw bad("no rng");
+  SavedRandom out;
+  out.seed = seed->via.u64;
+  if (!RngFromString(StringView(*rng), &out.rng)) throw bad("bad rng");
+  return out;
+}
+
+// A saved state's "maximize" (results are signed by it) must be this
+// plugin's optimize_mode; throws as ReadSavedRandom otherwise.
+inline void CheckSavedMaximize(const msgpack::object& state, bool maximize,
+                               std::string_view plugin) {
+  const msgpack::object* m = FindKey(state, "maximize");
+  if (m == nullptr || m->type != msgpack::type::BOOLEAN) {
+    throw Error(TH_INVALID_ARGUMENT, std::string(plugin) + ": saved state: no maximize");
+  }
+  if (m->via.boolean != maximize) {
+    throw Error(TH_INVALID_ARGUMENT,
+                std::string(plugin) + ": saved state: saved with optimize_mode " +
+                    (m->via.boolean ? "maximize" : "minimize") + ", this plugin has " +
+                    (maximize ? "maximize" : "minimize"));
+  }
+}
+
 }  // namespace tunehost::sdk
