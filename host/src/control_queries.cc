@@ -180,7 +180,7 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
   const EngineOptions& o = engine.options();
   const std::string mode = OptimizeModeOf(ctx.spec.tuner.args);
   Writer w;
-  w.Map(13);
+  w.Map(15);
   w.Key("experiment_id").Str(ctx.spec.id);
   w.Key("status").Str(ToString(engine.status()));
   w.Key("error").Str(engine.error());
@@ -217,6 +217,24 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
     }
   } else {
     w.Nil();
+  }
+  // What the front is made of, as the tuner's classArgs name it.
+  const Objectives& named = engine.pareto_front().objectives();
+  w.Key("objectives");
+  if (named.empty()) {
+    w.Nil();
+  } else {
+    w.Map(named.objectives.size());
+    for (const auto& [key, maximize] : named.objectives) {
+      w.Key(key).Str(maximize ? "maximize" : "minimize");
+    }
+  }
+  w.Key("constraints");
+  if (named.empty()) {
+    w.Nil();
+  } else {
+    w.Array(named.constraints.size());
+    for (const std::string& key : named.constraints) w.Str(key);
   }
   w.Key("endpoints").Map(4);
   w.Key("control").Str(ctx.endpoints.control);

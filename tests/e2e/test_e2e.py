@@ -570,6 +570,11 @@ class RunCommandTest(unittest.TestCase):
                                   timeout=30)
             self.assertEqual(text.returncode, 0, text.stderr)
             self.assertIn("pareto front   %d trial(s)" % len(expected), text.stdout)
+            self.assertIn("objectives     f1 (minimize), f2 (minimize)", text.stdout)
+            self.assertIn("constraints    c <= 0", text.stdout)
+            self.assertNotIn("optimize mode", text.stdout)
+            self.assertEqual(replies[0]["objectives"], {"f1": "minimize", "f2": "minimize"})
+            self.assertEqual(replies[0]["constraints"], ["c"])
         finally:
             harness.stop(viewer)
 

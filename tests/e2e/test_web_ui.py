@@ -532,6 +532,30 @@ class WebUiBrowserTest(unittest.TestCase):
             text = self.driver.find_element("id", "pareto").get_attribute("textContent")
             self.assertIn("%d trial(s)" % len(front), text)
             self.assertIn(json.dumps(HOSTILE_NAME), text)
+            # The overview names the objectives instead of one optimize mode
+            # and best trial; the table has a column per objective; the chart
+            # puts every front member on the two objectives.
+            texts = self.driver.execute_script(
+                "return ['ov-mode-label', 'ov-mode', 'ov-best-label', 'ov-best']"
+                ".map(id => document.getElementById(id).textContent);")
+            self.assertEqual(texts[:3], ["Objectives", "f1 (minimize), f2 (minimize)",
+                                         "Pareto front"])
+            self.assertTrue(texts[3].startswith("%d trial(s)" % len(front)), texts[3])
+            heads = self.driver.execute_script(
+                "return Array.from(document.querySelectorAll('#pareto thead th'))"
+                ".map(h => h.textContent);")
+            self.assertEqual(heads, ["Trial", "#", "f1 ↓", "f2 ↓", "Final result"])
+            self.wait_js("return !document.getElementById('pareto-chart-box').hidden && "
+                         "!!window.tunehostCharts['chart-pareto'];", "the front's chart")
+            counts = self.driver.execute_script(
+                "return window.tunehostCharts['chart-pareto'].data.datasets"
+                ".map(s => s.data.length);")
+            self.assertEqual(counts[0], len(front))
+            self.assertEqual(sum(counts), 10, "every trial succeeded with both objectives")
+            history = self.driver.execute_script(
+                "return window.tunehostCharts['chart-history'] ? "
+                "window.tunehostCharts['chart-history'].data.datasets.length : -1;")
+            self.assertIn(history, (-1, 1), "no best-so-far line with several objectives")
             screenshot(self.driver, "pareto-front")
             self.assertEqual(severe(self.driver), [])
         finally:

@@ -142,11 +142,28 @@ void PrintStatus(const Json& s) {
   Row("max duration", max_duration == 0 ? "unlimited" : DurationText(max_duration));
   Row("trials", CountsText(s["counts"]));
   const Json& best = s["best"];
-  Row("best", best.is_object() ? best.value("trial_id", "") + " (#" +
-                                     Compact(best["sequence_id"]) + ") " +
-                                     Compact(best["metric"])
-                               : "-");
-  Row("optimize mode", s.value("optimize_mode", ""));
+  if (const Json& named = s["objectives"]; named.is_object()) {
+    // Several objectives (wire-format.md §4.2, ST): no one best trial.
+    auto text_of = [](const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    std::string text;
+    for (const auto& [key, direction] : named.items()) {
+      text += (text.empty() ? "" : ", ") + key + " (" + text_of(direction) + ")";
+    }
+    Row("objectives", text);
+    std::string constraints;
+    if (const Json& named_constraints = s["constraints"]; named_constraints.is_array()) {
+      for (const Json& c : named_constraints) {
+        constraints += (constraints.empty() ? "" : ", ") + text_of(c) + " <= 0";
+      }
+    }
+    if (!constraints.empty()) Row("constraints", constraints);
+  } else {
+    Row("best", best.is_object() ? best.value("trial_id", "") + " (#" +
+                                       Compact(best["sequence_id"]) + ") " +
+                                       Compact(best["metric"])
+                                 : "-");
+    Row("optimize mode", s.value("optimize_mode", ""));
+  }
   if (const Json& front = s["pareto_front"]; front.is_array()) {
     // Several objectives (wire-format.md §4.2, ST): every trial on the front.
     Row("pareto front", std::to_string(front.size()) + " trial(s)");

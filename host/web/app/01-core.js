@@ -149,6 +149,25 @@
 
   function safeClass(s) { return String(s).replace(/[^A-Za-z0-9_-]/g, ''); }
 
+  // The objectives the tuner names (ST objectives: key -> "maximize" or
+  // "minimize"), in order, or null for one scalar metric.
+  function namedObjectives(st) {
+    var o = st && st.objectives;
+    if (!o || typeof o !== 'object' || Array.isArray(o)) return null;
+    var keys = Object.keys(o);
+    if (!keys.length) return null;
+    return keys.map(function (k) { return { key: k, maximize: o[k] === 'maximize' }; });
+  }
+
+  // A final result's value for an objective or constraint key: "default" is
+  // the scalar; other keys are numbers in a result map; null otherwise.
+  function objectiveValue(result, key) {
+    if (key === 'default') return scalar(result);
+    if (!result || typeof result !== 'object' || Array.isArray(result)) return null;
+    var v = Object.prototype.hasOwnProperty.call(result, key) ? result[key] : null;
+    return isNum(v) ? v : null;
+  }
+
   function optimizeMode() {
     var st = state.status;
     return st && st.optimize_mode === 'minimize' ? 'minimize' : 'maximize';

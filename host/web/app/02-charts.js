@@ -40,6 +40,79 @@
     return ch;
   }
 
+  // Several objectives: the succeeded trials on the first two objectives,
+  // the front's members, the other feasible trials and the infeasible ones (a
+  // constraint above 0 or missing) apart. Click a point to open its trial.
+  function renderParetoChart(st, d, front, objs) {
+    var box = $('pareto-chart-box');
+    if (!box) return;
+    var show = objs.length >= 2 && !!chartLib();
+    box.hidden = !show;
+    if (!show) {
+      destroyChart('chart-pareto');
+      return;
+    }
+    var ox = objs[0];
+    var oy = objs[1];
+    var cons = Array.isArray(st.constraints) ?
+      st.constraints.filter(function (c) { return typeof c === 'string'; }) : [];
+    var onFront = new Set(front.map(function (t) { return t && typeof t === 'object' ? str(t.trial_id) : ''; }));
+    var sets = [[], [], []];  // front, other feasible, infeasible
+    d.succeeded.forEach(function (r) {
+      var x = objectiveValue(r.t.final, ox.key);
+      var y = objectiveValue(r.t.final, oy.key);
+      if (x === null || y === null) return;
+      var p = { x: x, y: y, trial: r.id };
+      var infeasible = cons.some(function (c) {
+        var v = objectiveValue(r.t.final, c);
+        return v === null || v > 0;
+      });
+      sets[onFront.has(r.id) ? 0 : infeasible ? 2 : 1].push(p);
+    });
+    var sig = JSON.stringify([ox, oy, sets]);
+    var dir = function (o) { return o.key + (o.maximize ? ' (maximize)' : ' (minimize)'); };
+    setChart('chart-pareto', sig, function () {
+      var style = [['Pareto front', 'rgba(234,88,12,0.95)', 4.5], ['other feasible trials', 'rgba(37,99,235,0.55)', 3],
+        ['infeasible trials', 'rgba(148,163,184,0.7)', 3]];
+      return {
+        type: 'scatter',
+        data: {
+          datasets: sets.map(function (pts, i) {
+            return { label: style[i][0], data: pts, backgroundColor: style[i][1], borderColor: style[i][1],
+              pointRadius: style[i][2] };
+          })
+        },
+        options: {
+          animation: false,
+          responsive: true,
+          maintainAspectRatio: false,
+          scales: {
+            x: { type: 'linear', title: axisTitle(dir(ox)) },
+            y: { type: 'linear', title: axisTitle(dir(oy)) }
+          },
+          plugins: {
+            legend: { display: true },
+            tooltip: {
+              callbacks: {
+                label: function (ctx) {
+                  var raw = ctx.raw || {};
+                  return 'trial ' + str(raw.trial) + ': ' + fmtNum(raw.x) + ', ' + fmtNum(raw.y);
+                }
+              }
+            }
+          },
+          onClick: function (evt, els) {
+            if (!els || !els.length) return;
+            var ch = window.tunehostCharts['chart-pareto'];
+            var ds = ch && ch.data.datasets[els[0].datasetIndex];
+            var raw = ds && ds.data[els[0].index];
+            if (raw && raw.trial != null) selectTrial(raw.trial);
+          }
+        }
+      };
+    });
+  }
+
   function destroyChart(id) {
     var ch = window.tunehostCharts[id];
     if (ch) {
@@ -55,14 +128,17 @@
 
   function renderHistory(d) {
     var pts = d.done.map(function (r) { return { x: r.seq, y: r.metric, trial: r.id }; });
+    // With several objectives no one value is "best so far" (the Pareto
+    // front's card shows the trade-off): the line is left out.
+    var multi = !!namedObjectives(state.status);
     var best = null;
-    var bestLine = pts.map(function (p) {
+    var bestLine = multi ? [] : pts.map(function (p) {
       best = best === null ? p.y : d.maximize ? Math.max(best, p.y) : Math.min(best, p.y);
       return { x: p.x, y: best };
     });
-    var sig = JSON.stringify([d.maximize, pts]);
+    var sig = JSON.stringify([d.maximize, multi, pts]);
     setChart('chart-history', sig, function () {
-      return {
+      var cfg = {
         type: 'scatter',
         data: {
           datasets: [{
@@ -116,6 +192,8 @@
           }
         }
       };
+      if (multi) cfg.data.datasets.pop();
+      return cfg;
     });
   }
 

@@ -63,9 +63,17 @@
     setText('ov-concurrency', isNum(st.concurrency) ? st.concurrency : '—');
     var eta = computeEta(st, d);
     setText('ov-eta', eta === null ? '—' : fmtDuration(eta));
-    setText('ov-mode', optimizeMode());
+    var objs = namedObjectives(st);
+    setText('ov-mode-label', objs ? 'Objectives' : 'Optimize mode');
+    setText('ov-mode', objs ? objs.map(function (o) {
+      return o.key + ' (' + (o.maximize ? 'maximize' : 'minimize') + ')';
+    }).join(', ') : optimizeMode());
+    setText('ov-best-label', objs ? 'Pareto front' : 'Best trial');
     var b = st.best;
-    if (b && typeof b === 'object') {
+    if (objs) {
+      var n = Array.isArray(st.pareto_front) ? st.pareto_front.length : 0;
+      setText('ov-best', n + ' trial(s): see the Pareto front below');
+    } else if (b && typeof b === 'object') {
       setText('ov-best', str(b.trial_id) + '  #' + (isNum(b.sequence_id) ? b.sequence_id : '?') +
         '  metric ' + fmtNum(scalar(b.metric)));
     } else {
@@ -96,27 +104,38 @@
     var eb = $('ov-error-box');
     if (eb) eb.hidden = !err;
     setText('ov-error', err);
-    renderPareto(st);
+    renderPareto(st, d);
   }
 
-  // Several objectives: the status's pareto_front (wire-format.md §4.2, ST),
-  // nil when the tuner names none.
-  function renderPareto(st) {
+  // Several objectives: the status's pareto_front, objectives and
+  // constraints (wire-format.md §4.2, ST), nil when the tuner names none.
+  function renderPareto(st, d) {
     var sec = $('pareto');
     if (!sec) return;
     var front = Array.isArray(st.pareto_front) ? st.pareto_front : null;
+    var objs = namedObjectives(st) || [];
     sec.hidden = !front;
     if (!front) return;
     setText('pareto-count', front.length + ' trial(s): succeeded, every constraint met, ' +
       'none dominated by another');
+    var head = '<tr><th>Trial</th><th>#</th>' + objs.map(function (o) {
+      return '<th>' + escapeHtml(o.key) + (o.maximize ? ' ↑' : ' ↓') + '</th>';
+    }).join('') + '<th>Final result</th></tr>';
+    var thead = sec.querySelector('thead');
+    if (thead && thead.innerHTML !== head) thead.innerHTML = head;
     var html = front.map(function (t) {
       t = t && typeof t === 'object' ? t : {};
       return '<tr data-trial-id="' + escapeHtml(str(t.trial_id)) + '"><td>' + escapeHtml(str(t.trial_id)) +
-        '</td><td>' + escapeHtml(isNum(t.sequence_id) ? t.sequence_id : '?') + '</td><td><code>' +
+        '</td><td>' + escapeHtml(isNum(t.sequence_id) ? t.sequence_id : '?') + '</td>' +
+        objs.map(function (o) {
+          var v = objectiveValue(t.result, o.key);
+          return '<td class="num">' + escapeHtml(v === null ? '—' : fmtNum(v)) + '</td>';
+        }).join('') + '<td><code>' +
         escapeHtml(JSON.stringify(t.result === undefined ? null : t.result)) + '</code></td></tr>';
     }).join('');
     var body = sec.querySelector('tbody');
     if (body && body.innerHTML !== html) body.innerHTML = html;
+    renderParetoChart(st, d, front, objs);
   }
 
   // ---------------------------------------------------------------- controls
