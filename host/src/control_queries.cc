@@ -10,6 +10,7 @@
 #include <msgpack.hpp>
 
 #include "tunehost/protocol/codec.h"
+#include "tunehost/protocol/limits.h"
 
 namespace tunehost::host {
 
@@ -180,7 +181,7 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
   const EngineOptions& o = engine.options();
   const std::string mode = OptimizeModeOf(ctx.spec.tuner.args);
   Writer w;
-  w.Map(15);
+  w.Map(16);
   w.Key("experiment_id").Str(ctx.spec.id);
   w.Key("status").Str(ToString(engine.status()));
   w.Key("error").Str(engine.error());
@@ -206,10 +207,14 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
   }
   w.Key("optimize_mode").Str(mode);
   w.Key("pareto_front");
-  // Kept as trials end (pareto_front.h): the reply costs the front's size.
-  if (const ParetoFront& front = engine.pareto_front(); !front.objectives().empty()) {
-    w.Array(front.members().size());
-    for (const Trial* t : front.members()) {
+  // Kept as trials end (pareto_front.h); the reply lists at most
+  // kMaxFrontInStatus members, the earliest to join.
+  const ParetoFront& front = engine.pareto_front();
+  const size_t listed = std::min(front.members().size(), p::kMaxFrontInStatus);
+  if (!front.objectives().empty()) {
+    w.Array(listed);
+    for (size_t i = 0; i < listed; ++i) {
+      const Trial* t = front.members()[i];
       w.Map(3);
       w.Key("trial_id").Str(t->id);
       w.Key("sequence_id").UInt(t->sequence_id);
@@ -217,6 +222,12 @@ p::Packed StatusInfo(const Engine& engine, const ControlContext& ctx) {
     }
   } else {
     w.Nil();
+  }
+  w.Key("pareto_front_size");
+  if (front.objectives().empty()) {
+    w.Nil();
+  } else {
+    w.UInt(front.members().size());
   }
   // What the front is made of, as the tuner's classArgs name it.
   const Objectives& named = engine.pareto_front().objectives();

@@ -77,6 +77,7 @@ void Trial::NextAttempt() {
 Engine::Engine(EngineOptions options, EngineSink* sink)
     : options_(std::move(options)), sink_(sink) {
   if (options_.concurrency == 0) options_.concurrency = 1;
+  front_.SetObjectives(options_.objectives);
 }
 
 void Engine::SetOptions(EngineOptions options) {

@@ -296,7 +296,8 @@ TEST_F(ControlTest, StatusReportsEveryFieldInOrder) {
   const std::vector<std::string> keys = {
       "experiment_id", "status",    "error",  "start_time",    "elapsed_s",
       "concurrency",   "max_trials", "max_duration_s", "counts", "best",
-      "optimize_mode", "pareto_front", "objectives", "constraints", "endpoints"};
+      "optimize_mode", "pareto_front", "pareto_front_size", "objectives", "constraints",
+      "endpoints"};
   EXPECT_EQ(Keys(st), keys);
   EXPECT_EQ(st["experiment_id"], "ctl");
   EXPECT_EQ(st["status"], "NO_MORE_TRIAL") << "3 of 3 trials created, one still open";
@@ -321,6 +322,7 @@ TEST_F(ControlTest, StatusReportsEveryFieldInOrder) {
   EXPECT_EQ(st["best"]["metric"].get<double>(), 0.3);
   EXPECT_EQ(st["optimize_mode"], "minimize");
   EXPECT_TRUE(st["pareto_front"].is_null()) << "the tuner names no objectives";
+  EXPECT_TRUE(st["pareto_front_size"].is_null());
   EXPECT_TRUE(st["objectives"].is_null());
   EXPECT_TRUE(st["constraints"].is_null());
   const Endpoints& ep = server_->bound();

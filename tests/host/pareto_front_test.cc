@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "host/engine_fixture.h"
+#include "tunehost/host/control_queries.h"
 #include "tunehost/host/engine.h"
+#include "tunehost/protocol/limits.h"
 #include "tunehost/protocol/codec.h"
 
 namespace tunehost::host {
@@ -101,6 +104,45 @@ TEST(ParetoFrontTest, IncrementalFrontIsTheBatchFirstFront) {
   }
   front.SetObjectives(o);
   EXPECT_TRUE(front.members().empty());
+}
+
+// The status (wire-format.md §4.2, ST) lists at most kMaxFrontInStatus
+// members, the earliest to join, and counts them all: a front of every
+// trial (anti-correlated objectives) keeps the reply bounded.
+TEST(ParetoFrontTest, TheStatusListsTheFirstThousandMembersAndCountsAll) {
+  engine_testing::RecordingSink sink;
+  EngineOptions o;
+  o.experiment_id = "exp";
+  o.max_trials = 2000;
+  o.objectives.objectives = {{"f1", false}, {"f2", false}};
+  Engine engine(o, &sink);
+  const Clock::time_point now = Clock::now();
+  const size_t n = protocol::kMaxFrontInStatus + 100;
+  for (size_t i = 0; i < n; ++i) {
+    Trial t;
+    t.id = "T" + std::to_string(i);
+    t.sequence_id = i;
+    t.parameter_id = static_cast<int64_t>(i);
+    t.parameters = Pack({{"x", i}});
+    t.state = TrialState::kEnded;
+    t.status = protocol::TrialStatus::kSucceeded;
+    const double x = static_cast<double>(i);
+    t.final_metric = MetricOf({{"default", x}, {"f1", x}, {"f2", -x}});
+    engine.Restore(t, now, std::chrono::milliseconds(0));
+  }
+  ASSERT_EQ(engine.pareto_front().members().size(), n);
+  protocol::ExperimentSpec spec;
+  spec.id = "exp";
+  Endpoints endpoints;
+  const ControlContext ctx{spec, endpoints, ControlClock::Now()};
+  const protocol::Packed packed = StatusInfo(engine, ctx);
+  const Json st = Json::from_msgpack(packed.begin(), packed.end());
+  ASSERT_TRUE(st["pareto_front"].is_array());
+  EXPECT_EQ(st["pareto_front"].size(), protocol::kMaxFrontInStatus);
+  EXPECT_EQ(st["pareto_front"][0]["trial_id"], "T0");
+  EXPECT_EQ(st["pareto_front_size"], n);
+  EXPECT_EQ(st["objectives"], Json::parse(R"({"f1": "minimize", "f2": "minimize"})"));
+  EXPECT_EQ(st["constraints"], Json::array());
 }
 
 }  // namespace

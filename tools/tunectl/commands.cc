@@ -166,7 +166,14 @@ void PrintStatus(const Json& s) {
   }
   if (const Json& front = s["pareto_front"]; front.is_array()) {
     // Several objectives (wire-format.md §4.2, ST): every trial on the front.
-    Row("pareto front", std::to_string(front.size()) + " trial(s)");
+    const Json& size = s["pareto_front_size"];
+    const std::string total = size.is_number_unsigned() && size.get<uint64_t>() > front.size()
+                                  ? std::to_string(size.get<uint64_t>())
+                                  : std::to_string(front.size());
+    Row("pareto front", total + " trial(s)" +
+                            (total != std::to_string(front.size())
+                                 ? " (the first " + std::to_string(front.size()) + " listed)"
+                                 : ""));
     for (const Json& t : front) {
       Row("", t.value("trial_id", "") + " (#" + Compact(t["sequence_id"]) + ") " +
                   t["result"].dump(-1, ' ', false, Json::error_handler_t::replace));

@@ -71,7 +71,8 @@
     setText('ov-best-label', objs ? 'Pareto front' : 'Best trial');
     var b = st.best;
     if (objs) {
-      var n = Array.isArray(st.pareto_front) ? st.pareto_front.length : 0;
+      var n = isNum(st.pareto_front_size) ? st.pareto_front_size :
+        Array.isArray(st.pareto_front) ? st.pareto_front.length : 0;
       setText('ov-best', n + ' trial(s): see the Pareto front below');
     } else if (b && typeof b === 'object') {
       setText('ov-best', str(b.trial_id) + '  #' + (isNum(b.sequence_id) ? b.sequence_id : '?') +
@@ -116,8 +117,10 @@
     var objs = namedObjectives(st) || [];
     sec.hidden = !front;
     if (!front) return;
-    setText('pareto-count', front.length + ' trial(s): succeeded, every constraint met, ' +
-      'none dominated by another');
+    var size = isNum(st.pareto_front_size) && st.pareto_front_size > front.length ?
+      st.pareto_front_size : front.length;
+    setText('pareto-count', size + ' trial(s): succeeded, every constraint met, ' +
+      'none dominated by another' + (size > front.length ? ' (the first ' + front.length + ' listed)' : ''));
     var head = '<tr><th>Trial</th><th>#</th>' + objs.map(function (o) {
       return '<th>' + escapeHtml(o.key) + (o.maximize ? ' ↑' : ' ↓') + '</th>';
     }).join('') + '<th>Final result</th></tr>';

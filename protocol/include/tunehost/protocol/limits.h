@@ -40,6 +40,8 @@ inline constexpr size_t kMaxWorkers = 10000;
 inline constexpr size_t kMaxInflightOffers = 4096;
 // Parameter ids asked of the tuner in one generate call.
 inline constexpr size_t kMaxGenerateBatch = 1024;
+// Members of the Pareto front an ST reply lists (pareto_front_size counts all).
+inline constexpr size_t kMaxFrontInStatus = 1000;
 // Trials generated ahead of a free slot (the tunehost section's prefetch).
 inline constexpr int64_t kMaxPrefetch = 1024;
 // PERIODICAL results of one attempt: sequences 0 .. kMaxPeriodicalResults-1.
