@@ -44,6 +44,13 @@ TEST(HypervolumeTest, GreedySubsetTakesTheKneeThenTheEarlierExtreme) {
   EXPECT_EQ(sdk::GreedyHypervolumeSubset(c, {0, 1, 2}, 1), (std::vector<size_t>{1}));
   EXPECT_EQ(sdk::GreedyHypervolumeSubset(c, {0, 1, 2}, 2), (std::vector<size_t>{1, 0}));
   EXPECT_EQ(sdk::GreedyHypervolumeSubset(c, {0, 1, 2}, 5).size(), 3u);
+  // Values near the largest double: the reference point overflows and every
+  // gain is NaN; the subset is still k distinct members.
+  const std::vector<sdk::Candidate> huge = {C({1.7e308, -1.7e308}), C({-1.7e308, 1.7e308}),
+                                            C({0, 0})};
+  std::vector<size_t> picked = sdk::GreedyHypervolumeSubset(huge, {0, 1, 2}, 2);
+  ASSERT_EQ(picked.size(), 2u);
+  EXPECT_NE(picked[0], picked[1]);
 }
 
 TEST(HypervolumeTest, SplitOrderIsFrontsThenTheBoundaryFrontByHypervolume) {

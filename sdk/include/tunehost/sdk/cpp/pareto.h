@@ -182,8 +182,10 @@ inline std::vector<size_t> GreedyHypervolumeSubset(const std::vector<Candidate>&
       chosen_values.push_back(c[front[j]].values);
       const double gain = Hypervolume(chosen_values, ref) - base;
       chosen_values.pop_back();
-      if (gain > best_gain) {
-        best_gain = gain;
+      // A NaN gain (values so large that the reference point overflowed)
+      // never wins; the first member left is taken when none does.
+      if (gain > best_gain || best == front.size()) {
+        best_gain = std::isnan(gain) ? -1 : gain;
         best = j;
       }
     }
