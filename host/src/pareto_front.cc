@@ -19,6 +19,7 @@ std::string_view Str(const msgpack::object& o) {
 
 Objectives ObjectivesOf(const protocol::Packed& tuner_args) {
   Objectives out;
+  bool minimize = false;  // optimize_mode, for constraints without objectives
   try {
     msgpack::object_handle oh = msgpack::unpack(tuner_args.data(), tuner_args.size());
     const msgpack::object& args = oh.get();
@@ -32,6 +33,8 @@ Objectives ObjectivesOf(const protocol::Packed& tuner_args) {
             out.objectives.emplace_back(std::string(Str(o.key)), Str(o.val) == "maximize");
           }
         }
+      } else if (Str(kv.key) == "optimize_mode") {
+        minimize = Str(kv.val) == "minimize";
       } else if (Str(kv.key) == "constraints" && kv.val.type == msgpack::type::ARRAY) {
         for (uint32_t k = 0; k < kv.val.via.array.size; ++k) {
           const std::string_view c = Str(kv.val.via.array.ptr[k]);
@@ -42,7 +45,12 @@ Objectives ObjectivesOf(const protocol::Packed& tuner_args) {
   } catch (const std::exception&) {
     return Objectives{};  // unreadable: the tuner refused them
   }
-  if (out.objectives.empty()) out.constraints.clear();
+  // Constraints alone: the one objective is the metric in optimize_mode
+  // (maximize unless told, as the best trial's), so that an infeasible
+  // trial is never the best.
+  if (out.objectives.empty() && !out.constraints.empty()) {
+    out.objectives.emplace_back("default", !minimize);
+  }
   return out;
 }
 

@@ -531,6 +531,36 @@ class RunCommandTest(unittest.TestCase):
             "{name: TPE, classArgs: {objectives: {f1: minimize, f2: minimize}, constraints: [c],"
             " seed: 4, tpe_args: {n_startup_jobs: 6}}}")
 
+    def test_constraints_alone_make_the_best_feasible_trial_the_front(self):
+        # tpe with a constraint and no objectives: the metric in optimize_mode
+        # ranks the feasible trials; an infeasible one (smaller x) is never
+        # shown as the best.
+        tmp = tempfile.mkdtemp(prefix="tunehost-constrained-")
+        write(os.path.join(tmp, "trial.py"), """
+            import nni
+
+            p = nni.get_next_parameter()
+            nni.report_final_result({"default": p["x"], "c": 0.5 - p["x"]})
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 2
+            maxTrialNumber: 12
+            tuner: {name: tpe, classArgs: {optimize_mode: minimize, constraints: [c], seed: 3,
+                                           tpe_args: {n_startup_jobs: 12}}}
+            """ % (sys.executable, tmp, tmp))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        trials = summary["trials"]
+        feasible = [t for t in trials if t["final_result"]["c"] <= 0]
+        self.assertTrue(0 < len(feasible) < len(trials), trials)
+        best = min(feasible, key=lambda t: t["final_result"]["default"])
+        self.assertEqual(summary["objectives"], {"default": "minimize"})
+        self.assertEqual(summary["pareto_front"], [best["trial_id"]])
+        self.assertEqual(summary["best"], [best["trial_id"]])
+
     def test_nsga2_two_objectives_and_a_constraint_give_the_feasible_pareto_front(self):
         tmp, summary, trials, expected = self.multi_objective_run(
             "{name: nsga2, classArgs: {objectives: {f1: minimize, f2: minimize},"

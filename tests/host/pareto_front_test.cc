@@ -44,9 +44,15 @@ TEST(ParetoFrontTest, ObjectivesComeFromTheTunersClassArgs) {
   EXPECT_EQ(o.objectives[0], (std::pair<std::string, bool>{"acc", true}));
   EXPECT_EQ(o.objectives[1], (std::pair<std::string, bool>{"latency", false}));
   EXPECT_EQ(o.constraints, std::vector<std::string>{"mem"});
-  // None named, or unreadable: one metric, and constraints alone mean nothing.
+  // None named, or unreadable: one metric.
   EXPECT_TRUE(ObjectivesOf(Pack(Json::parse(R"({"optimize_mode": "maximize"})"))).empty());
-  EXPECT_TRUE(ObjectivesOf(Pack(Json::parse(R"({"constraints": ["mem"]})"))).constraints.empty());
+  // Constraints alone: the metric in optimize_mode is the one objective, so
+  // that the front is the best feasible trial(s).
+  o = ObjectivesOf(Pack(Json::parse(R"({"constraints": ["mem"]})")));
+  EXPECT_EQ(o.objectives, (std::vector<std::pair<std::string, bool>>{{"default", true}}));
+  EXPECT_EQ(o.constraints, std::vector<std::string>{"mem"});
+  o = ObjectivesOf(Pack(Json::parse(R"({"constraints": ["mem"], "optimize_mode": "minimize"})")));
+  EXPECT_EQ(o.objectives, (std::vector<std::pair<std::string, bool>>{{"default", false}}));
   EXPECT_TRUE(ObjectivesOf(protocol::Packed{'\xc1'}).empty());
   EXPECT_TRUE(ObjectivesOf(Pack(Json::array())).empty());
 }

@@ -26,8 +26,10 @@ struct Objectives {
   bool empty() const { return objectives.empty(); }
 };
 
-// The objectives the tuner's classArgs name; empty (one scalar metric) when
-// they name none or cannot be read (the tuner refuses those).
+// The objectives the tuner's classArgs name; with constraints but no
+// objectives, the metric ("default") in optimize_mode (maximize unless
+// given); empty (one scalar metric) when they name neither or cannot be read
+// (the tuner refuses those).
 Objectives ObjectivesOf(const protocol::Packed& tuner_args);
 
 // A result's minimized score (maximized objectives negated) if it holds every
