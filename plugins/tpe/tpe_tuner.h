@@ -30,7 +30,8 @@
 // them by hypervolume contribution), and the liar's values are places in
 // the order ("best": the first). A result missing an objective is not used
 // (a warning names the key). The order is recomputed when a result arrived
-// since the last suggestion: O(M N^2) for N results of M objectives.
+// or the good group's size changed since the last suggestion: O(M N^2) for
+// N results of M objectives.
 //
 // Deviations from NNI, on purpose:
 // - By default the always-active parameters are modelled jointly
