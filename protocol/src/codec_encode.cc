@@ -39,15 +39,6 @@ void Id(Packer& pk, const ParameterId& id) {
 
 // msgpack-c 4 packs a double with an integral value as an integer; the wire
 // format writes every float as float64 (wire-format.md §2), so write it here.
-void Float(msgpack::sbuffer& buf, double d) {
-  uint64_t bits;
-  std::memcpy(&bits, &d, sizeof bits);
-  char out[9];
-  out[0] = static_cast<char>(0xcb);
-  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
-  buf.write(out, sizeof out);
-}
-
 namespace {
 
 // Counts the fields a description lists: the size of the map header.

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,8 +73,17 @@ void Str(Packer& pk, std::string_view s);
 void Raw(Packer& pk, msgpack::sbuffer& buf, const Packed& packed, bool map_default);
 void Id(Packer& pk, const ParameterId& id);
 // msgpack-c 4 packs a double with an integral value as an integer; the wire
-// format writes every float as float64 (wire-format.md §2).
-void Float(msgpack::sbuffer& buf, double d);
+// format writes every float as float64 (wire-format.md §2). `Buffer` is any
+// stream msgpack-cxx's packer writes to (`write(const char*, size_t)`).
+template <class Buffer>
+void Float(Buffer& buf, double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  char out[9];
+  out[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  buf.write(out, sizeof out);
+}
 
 // The body map of a message (wire-format.md §3), keys in the documented order.
 void WriteBody(Packer& pk, msgpack::sbuffer& buf, const Body& body);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -185,6 +186,72 @@ TEST(CodecMetricTest, EveryResultShapeDecodesAsTheGeneralDecoderDecodesIt) {
   // The set holds both kinds, so both outcomes are compared.
   EXPECT_GT(accepted, 10u);
   EXPECT_LT(accepted, Results().size());
+}
+
+// A result in the wide formats a sender may choose (map 16/32, str 8/16/32,
+// int 8/16, uint 64, float 32, negative int 64), byte by byte.
+std::string WideResult(std::string_view value) {
+  std::string b;
+  auto key = [&b](std::string_view k) {
+    b += static_cast<char>(0xd9);  // str 8
+    b += static_cast<char>(k.size());
+    b += k;
+  };
+  b += std::string("\xde\x00\x04", 3);  // map 16, 4 entries
+  key("v");
+  b += "\xd0\x01";  // int 8: 1
+  key("type");
+  b += std::string("\xda\x00\x02ME", 5);  // str 16
+  key("id");
+  b += std::string("\xcf\x00\x00\x00\x00\x00\x00\x00\x2a", 9);  // uint 64: 42
+  key("body");
+  b += std::string("\xdf\x00\x00\x00\x05", 5);  // map 32, 5 entries
+  key("trial_id");
+  b += std::string("\xdb\x00\x00\x00\x02T1", 7);  // str 32
+  key("type");
+  b += "\xa5" "FINAL";
+  key("sequence");
+  b += std::string("\xd1\x00\x05", 3);  // int 16: 5
+  key("attempt");
+  b += std::string("\xcc\x03", 2);  // uint 8: 3
+  key("value");
+  b += value;
+  return b;
+}
+
+TEST(CodecMetricTest, TheFastPathTakesPlainResultsInEveryFormat) {
+  const std::vector<std::string> taken = {
+      Envelope(Plain()),
+      Envelope(With("value", UInt(3))),
+      Envelope(With("value", UInt(uint64_t{1} << 40))),
+      Envelope(With("value", Int(-5))),
+      Envelope(With("value", F32(0.1f))),
+      Envelope(With("type", Str("FINAL"))),
+      Envelope(With("parameter_id", Int(-3))),
+      Envelope(With("parameter_id", Str("hb-1"))),
+      Envelope(With("parameter_id", {})),
+      Envelope(With("worker_id", {})),
+      WideResult(std::string("\xca\x3f\x00\x00\x00", 5)),                  // float 32: 0.5
+      WideResult(std::string("\xd3\xff\xff\xff\xff\xff\xff\xff\xfe", 9)),  // int 64: -2
+      WideResult(std::string("\xcf\x00\x00\x00\x00\x00\x00\x00\x07", 9)),  // uint 64: 7
+  };
+  for (const std::string& bytes : taken) {
+    Message fast;
+    EXPECT_TRUE(codec_detail::DecodeMetricFast(bytes, &fast)) << testing::ToHex(bytes);
+    ExpectSame(bytes);
+  }
+  Message m;
+  ASSERT_TRUE(codec_detail::DecodeMetricFast(WideResult("\x05"), &m));
+  const auto& wide = std::get<ReportMetricData>(m.body);
+  EXPECT_EQ(m.id, 42u);
+  EXPECT_EQ(wide.trial_id, "T1");
+  EXPECT_EQ(wide.attempt, 3u);
+  EXPECT_EQ(wide.sequence, 5u);
+  EXPECT_EQ(wide.type, MetricType::kFinal);
+  EXPECT_EQ(wide.value.scalar, 5.0);
+  // Cut anywhere, a wide result is refused by both paths alike.
+  const std::string whole = WideResult("\x05");
+  for (size_t n = 0; n < whole.size(); ++n) ExpectSame(whole.substr(0, n));
 }
 
 TEST(CodecMetricTest, EveryVectorDecodesAsTheGeneralDecoderDecodesIt) {
