@@ -362,6 +362,12 @@ Status ReadTunehostSection(const Context& ctx, const YAML::Node& n, TimingOption
           out->max_message_bytes = static_cast<size_t>(value);
           return Status::Ok();
         }
+        if (k == "maxResultBytes") {
+          Status s = GetInt(ctx, v, full, 1024, int64_t{1} << 31, &value);
+          if (!s.ok()) return s;
+          out->max_result_bytes = static_cast<size_t>(value);
+          return Status::Ok();
+        }
         return ctx.Error(key_node, full, "unknown key");
       });
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <thread>
@@ -30,7 +31,14 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 // Per-connection queues (messages): with the size limits below they bound
 // what one peer can make the host hold (wire-format.md §1.1).
 constexpr int kControlReceiveQueue = 64;
-constexpr int kResultsReceiveQueue = 64;
+// The results socket queues as many messages as fill kResultsQueueBytes at
+// its size limit, within [64, 1024]: 512 at the default limit. A queue of 64
+// made the loop and the I/O thread hand over every 32 results; ingest went
+// from x0.67-0.73 of raw ZeroMQ to x0.92-1.06 with 512 (tools/bench
+// RESULTS.md).
+constexpr int64_t kResultsQueueBytes = int64_t{128} << 20;
+constexpr int64_t kResultsReceiveQueueMin = 64;
+constexpr int64_t kResultsReceiveQueueMax = 1024;
 constexpr int kEventsReceiveQueue = 64;
 // Workers never send on the jobs socket.
 constexpr int64_t kJobsMaxInbound = 1024;
@@ -88,8 +96,11 @@ Status Server::Impl::Bind() {
   for (zmq::socket_t* s : {&control_, &jobs_, &results_}) Secure(*s);
   control_.set(zmq::sockopt::maxmsgsize, hard_limit);
   control_.set(zmq::sockopt::rcvhwm, kControlReceiveQueue);
-  results_.set(zmq::sockopt::maxmsgsize, hard_limit);
-  results_.set(zmq::sockopt::rcvhwm, kResultsReceiveQueue);
+  const int64_t results_hard_limit = static_cast<int64_t>(options_.max_result_bytes) * 2;
+  results_.set(zmq::sockopt::maxmsgsize, results_hard_limit);
+  results_.set(zmq::sockopt::rcvhwm,
+               static_cast<int>(std::clamp(kResultsQueueBytes / results_hard_limit,
+                                           kResultsReceiveQueueMin, kResultsReceiveQueueMax)));
   jobs_.set(zmq::sockopt::maxmsgsize, kJobsMaxInbound);
   // Replies already sent get a moment to leave when the host stops.
   control_.set(zmq::sockopt::linger, 100);

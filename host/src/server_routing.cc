@@ -87,8 +87,12 @@ void Server::Impl::DrainResults() {
 // Not OK: the message was dropped (the caller logs it, rate-limited).
 Status Server::Impl::HandleResult(std::string_view bytes, const std::string& user) {
   p::Message m;
-  p::DecodeOptions opts{options_.max_message_bytes};
+  p::DecodeOptions opts{options_.max_result_bytes};
   Status st = p::Decode(bytes, &m, opts);
+  if (st.code() == Status::Code::kTooLarge) {
+    return Status::TooLarge(st.message() +
+                            " (the results socket's limit: maxResultBytes, --max-result-bytes)");
+  }
   if (!st.ok()) return st;
   // Every message on the results socket names its worker (§5.1).
   const std::optional<std::string> worker = WorkerIdOf(m.body);

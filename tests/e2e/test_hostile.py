@@ -26,6 +26,7 @@ sub.connect(sys.argv[1])
 time.sleep(600)
 """
 MIB = 1 << 20
+RESULT_LIMIT = 128 << 10  # the results socket's default maxResultBytes
 
 
 def vm_kib(pid, key):
@@ -100,20 +101,21 @@ class HostileInputTest(unittest.TestCase):
         push.setsockopt(zmq.LINGER, 0)
         push.setsockopt(zmq.SNDHWM, 4)
         push.connect(host.endpoints["results"])
-        frame = b"\x00" * (3 * MIB // 2)  # over the limit, under twice the limit
+        # Over the results socket's limit (128 KiB), under twice it.
+        frame = b"\x00" * (3 * RESULT_LIMIT // 2)
         flood_started = time.monotonic()
         try:
-            for _ in range(800):  # 1.2 GB
+            for _ in range(6400):  # 1.2 GB
                 push.send(frame)
             # Frames larger than twice the limit cost the connection.
             push.send(b"\x00" * (100 * MIB))
-            push.send(b"\x00" * (3 * MIB // 2))
+            push.send(frame)
             self.assert_answers(host, within_s=10)
         finally:
             push.close()
             ctx.term()
         peak = vm_kib(host.proc.pid, "VmHWM")
-        # Queues are bounded (64 messages of at most 2 MiB per connection).
+        # Queues are bounded (512 messages of at most 256 KiB per connection).
         self.assertLess(peak - base, 300 * 1024, "peak %d KiB over a base of %d KiB"
                         % (peak, base))
         drops = [line for line in host.log().splitlines() if "dropped" in line]
@@ -121,6 +123,60 @@ class HostileInputTest(unittest.TestCase):
         # lasted (longer on a slow or loaded machine), and the connection's.
         windows = math.ceil((time.monotonic() - flood_started) / 10)
         self.assertLessEqual(len(drops), 2 + windows, drops[:5])
+
+    def result_sender(self, host):
+        """A worker "big" on `host`: send(size) pushes an ME whose value
+        holds `size` bytes of text; acked(size) also says whether its MA came
+        back (the host acknowledges every result it reads, even of a trial
+        it does not know), once a small one has been acknowledged (so the
+        subscription has reached the host)."""
+        ctx = zmq.Context()
+        self.addCleanup(ctx.term)
+        sub = ctx.socket(zmq.SUB)
+        push = ctx.socket(zmq.PUSH)
+        for sock in (sub, push):
+            sock.setsockopt(zmq.LINGER, 0)
+            self.addCleanup(sock.close)
+        sub.setsockopt(zmq.SUBSCRIBE, b"worker.big.")
+        sub.connect(host.endpoints["events"])
+        push.connect(host.endpoints["results"])
+        sequence = iter(range(1, 1 << 30))
+
+        def send(size):
+            seq = next(sequence)
+            push.send(protocol.encode("ME", {
+                "trial_id": "T1", "attempt": 0, "parameter_id": 0, "type": "PERIODICAL",
+                "sequence": seq, "worker_id": "big",
+                "value": {"default": 0.5, "note": "n" * size}}, seq))
+            return seq
+
+        def await_ack(seq, timeout_s):
+            deadline = time.monotonic() + timeout_s
+            while sub.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+                msg = protocol.decode(sub.recv_multipart()[-1])
+                if msg.type == "MA" and msg.body["sequence"] == seq:
+                    return True
+            return False
+
+        def acked(size):
+            wait_for(lambda: await_ack(send(0), 0.2), 20, "MA of a small result")
+            return await_ack(send(size), 3.0)
+        return send, acked
+
+    def test_results_over_the_results_limit_are_dropped_naming_it(self):
+        host = self.start_host()
+        send, acked = self.result_sender(host)
+        # The first drop of a quiet period is logged at once, with its reason.
+        send(200 << 10)
+        wait_for(lambda: any("too_large" in line and "maxResultBytes" in line
+                             for line in host.log().splitlines()), 10, "the drop logged")
+        self.assertFalse(acked(200 << 10))
+        self.assertTrue(acked(100 << 10))
+        self.assert_answers(host)
+        # A larger limit takes it (and queues fewer results per connection).
+        big = harness.Host(extra_args=["--max-result-bytes", str(1 << 20)])
+        self.addCleanup(big.close)
+        self.assertTrue(self.result_sender(big)[1](200 << 10))
 
     def test_garbage_is_logged_once_per_window_not_per_frame(self):
         host = self.start_host()

@@ -149,6 +149,7 @@ tunehost:
   heartbeatIntervalMs: 250
   ackTimeoutMs: 1500
   maxMessageBytes: 65536
+  maxResultBytes: 32768
 )"));
   EXPECT_EQ(config_.name, "mnist");
   EXPECT_EQ(config_.trial_command, "python3 mnist.py --epochs 3");
@@ -175,6 +176,7 @@ tunehost:
   EXPECT_EQ(config_.timing.heartbeat_interval->count(), 250);
   EXPECT_EQ(config_.timing.ack_timeout->count(), 1500);
   EXPECT_EQ(*config_.timing.max_message_bytes, 65536u);
+  EXPECT_EQ(*config_.timing.max_result_bytes, 32768u);
   EXPECT_TRUE(config_.warnings.empty());
   // NNI ids: 8 characters from [a-z0-9].
   ASSERT_EQ(config_.spec.id.size(), 8u);
@@ -411,6 +413,8 @@ TEST_F(ExperimentConfigTest, PrefetchIsOffUnlessGivenAndBounded) {
               "tunehost.prefetch", "at most 1024");
   ExpectError(std::string(kMinimal) + "tunehost: {prefetch: -1}\n", 5, 22,
               "tunehost.prefetch", "at least 0");
+  ExpectError(std::string(kMinimal) + "tunehost: {maxResultBytes: 100}\n", 5, 28,
+              "tunehost.maxResultBytes", "at least 1024");
 }
 
 TEST_F(ExperimentConfigTest, AnAdvisorIsTheTuner) {

@@ -387,6 +387,29 @@ void CheckRobust(const std::string& bytes) {
   EXPECT_EQ(Encode(again), once);
 }
 
+TEST(CodecTest, TheLargestResultsSocketMessagesFitItsDefaultLimit) {
+  // wire-format.md §1.1: an EN with the longest error text and ids, and a
+  // WH of a worker running kMaxSlots trials (ids as the host makes them, 32
+  // bytes allowed each), fit the results socket's default limit.
+  const std::string id(kMaxIdBytes, 'i');
+  TrialEnd end{id, UINT32_MAX, TrialStatus::kFailed, std::string(kMaxTextBytes, 'e'), id};
+  EXPECT_LE(Encode(UINT64_MAX, end).size(), kDefaultMaxResultBytes);
+  WorkerHello hello;
+  hello.worker_id = id;
+  hello.slots = kMaxSlots;
+  hello.language = std::string(kMaxIdBytes, 'l');
+  hello.version = std::string(kMaxIdBytes, 'v');
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    hello.running.push_back(RunningTrial{std::string(32, 't'), UINT32_MAX, INT64_MAX});
+  }
+  Message decoded;
+  const std::string bytes = Encode(UINT64_MAX, hello);
+  EXPECT_LE(bytes.size(), kDefaultMaxResultBytes);
+  DecodeOptions options;
+  options.max_message_bytes = kDefaultMaxResultBytes;
+  EXPECT_OK(Decode(bytes, &decoded, options));
+}
+
 TEST(CodecTest, EveryTruncationOfEveryVectorFailsCleanly) {
   // Only the valid vectors: a prefix of an invalid one (trailing bytes) may be valid.
   std::vector<std::string> all;

@@ -203,6 +203,7 @@ struct ServeArgs {
   SecurityArgs security;
   Endpoints endpoints;
   size_t max_message_bytes = protocol::kDefaultMaxMessageBytes;
+  size_t max_result_bytes = protocol::kDefaultMaxResultBytes;
   int64_t heartbeat_ms = 1000;
   int64_t ack_timeout_ms = 2000;
   size_t max_connections = 0;  // 0: from the open-file limit

@@ -103,6 +103,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   if (config.timing.max_message_bytes) {
     options.max_message_bytes = *config.timing.max_message_bytes;
   }
+  if (config.timing.max_result_bytes) options.max_result_bytes = *config.timing.max_result_bytes;
   options.exit_when_finished = true;
   options.deduplicate = config.timing.deduplicate.value_or(false);
   options.max_consecutive_failures = config.timing.max_consecutive_failures.value_or(0);

@@ -14,6 +14,7 @@ int CmdServe(const ServeArgs& args) {
   ServerOptions options;
   options.endpoints = args.endpoints;
   options.max_message_bytes = args.max_message_bytes;
+  options.max_result_bytes = args.max_result_bytes;
   options.heartbeat_interval = std::chrono::milliseconds(args.heartbeat_ms);
   options.ack_timeout = std::chrono::milliseconds(args.ack_timeout_ms);
   options.prefetch = args.prefetch;

@@ -59,6 +59,11 @@ int Main(int argc, char** argv) {
   serve_cmd->add_option("--max-message-bytes", serve.max_message_bytes, "largest message accepted")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 31))
       ->capture_default_str();
+  serve_cmd
+      ->add_option("--max-result-bytes", serve.max_result_bytes,
+                   "largest message accepted on the results socket (workers' results)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 31))
+      ->capture_default_str();
   serve_cmd->add_option("--heartbeat-ms", serve.heartbeat_ms, "worker heartbeat interval")
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
       ->capture_default_str();

@@ -22,6 +22,7 @@ struct TimingOptions {
   std::optional<std::chrono::milliseconds> heartbeat_interval;  // heartbeatIntervalMs
   std::optional<std::chrono::milliseconds> ack_timeout;         // ackTimeoutMs
   std::optional<size_t> max_message_bytes;                      // maxMessageBytes
+  std::optional<size_t> max_result_bytes;                       // maxResultBytes
   // deduplicate: a configuration that already succeeded is not run again;
   // its trial ends at once with the stored result (DeduplicateMiddleware).
   std::optional<bool> deduplicate;

@@ -30,6 +30,9 @@ struct Endpoints {
 struct ServerOptions {
   Endpoints endpoints;  // "tcp://127.0.0.1:*" picks a free port; see Server::bound()
   size_t max_message_bytes = protocol::kDefaultMaxMessageBytes;
+  // Largest message on the results socket; the smaller, the longer its
+  // queue (wire-format.md §1.1).
+  size_t max_result_bytes = protocol::kDefaultMaxResultBytes;
   std::chrono::milliseconds ack_timeout{2000};
   std::chrono::milliseconds heartbeat_interval{1000};
   int liveness = 3;

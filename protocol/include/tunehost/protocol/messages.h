@@ -13,6 +13,10 @@ namespace tunehost::protocol {
 
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 20;
+// Messages on the results socket (worker -> host, wire-format.md §1.1) have a
+// limit of their own: room for an EN with an error text of kMaxTextBytes and
+// a WH or HB listing every slot's trial, with a queue of 512 of them.
+inline constexpr size_t kDefaultMaxResultBytes = size_t{128} << 10;
 
 // One MessagePack value kept as its encoded bytes (search spaces, parameters,
 // class arguments, metric values). Re-encoded verbatim.
