@@ -8,6 +8,7 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
+#include "codec_internal.h"
 #include "tunehost/protocol/codec.h"
 
 namespace tunehost::protocol {
@@ -52,24 +53,14 @@ Json ToJson(const msgpack::object& o) {
   return nullptr;
 }
 
-// msgpack-c 4 packs a double with an integral value as an integer; JSON 1.0
-// must stay a float64 on the wire.
-void PackFloat64(msgpack::sbuffer& buf, double d) {
-  uint64_t bits;
-  std::memcpy(&bits, &d, sizeof bits);
-  char out[9];
-  out[0] = static_cast<char>(0xcb);
-  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
-  buf.write(out, sizeof out);
-}
-
 void FromJson(const Json& j, Packer& pk, msgpack::sbuffer& buf) {
   switch (j.type()) {
     case Json::value_t::null: pk.pack_nil(); break;
     case Json::value_t::boolean: pk.pack(j.get<bool>()); break;
     case Json::value_t::number_integer: pk.pack_int64(j.get<int64_t>()); break;
     case Json::value_t::number_unsigned: pk.pack_uint64(j.get<uint64_t>()); break;
-    case Json::value_t::number_float: PackFloat64(buf, j.get<double>()); break;
+    // JSON 1.0 stays a float64 on the wire (codec_detail::Float says why).
+    case Json::value_t::number_float: codec_detail::Float(buf, j.get<double>()); break;
     case Json::value_t::string: {
       const auto& s = j.get_ref<const std::string&>();
       pk.pack_str(static_cast<uint32_t>(s.size()));
