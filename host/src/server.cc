@@ -257,14 +257,23 @@ bool Server::Impl::SendJobTo(const std::string& worker_id, const p::NewTrialJob&
   return true;
 }
 
-// An offer leaves only once the store holds the trial and the attempt it
-// names: a resume must know every attempt a worker may have been handed
-// (wire-format.md §5.3). Nothing is written per offer, so a trial written in
-// this turn costs one commit per turn; a trial committed before (generated
-// ahead, re-queued in an earlier turn) leaves at once, and the writes of this
-// turn (another trial's end, results) wait for the turn's commit.
+// An offer leaves only once the trial and the attempt it names are durable:
+// a resume must know every attempt a worker may have been handed
+// (wire-format.md §5.3). A trial committed before (generated ahead,
+// re-queued in an earlier turn) leaves at once; one written in this turn is
+// appended to the store's offer journal (one write, where a commit is
+// several locks and writes) and committed with the turn's other writes
+// after the offer has left. When the journal fails, the turn commits first.
 bool Server::Impl::Offerable(const p::NewTrialJob& job) {
-  return uncommitted_trials_.count(job.trial_id) == 0 || CommitStore();
+  if (uncommitted_trials_.count(job.trial_id) == 0) return true;
+  const Status st = store_->JournalTrial(job.trial_id);
+  if (st.ok()) {
+    if (!offer_journaled_at_) offer_journaled_at_ = Clock::now();
+    return true;
+  }
+  if (!journal_failing_) spdlog::warn("offers wait for commits: {}", st.message());
+  journal_failing_ = true;
+  return CommitStore();
 }
 
 void Server::Impl::OfferSent() {

@@ -226,8 +226,9 @@ class Server::Impl final : public EngineSink {
   bool deduplicating_ = false;
   std::vector<std::function<void()>> after_commit_;
   // Trials written in the batch not committed yet: an offer of one of them
-  // waits for the commit, an offer of any other trial does not (§5.3).
+  // is journaled first, an offer of any other trial is not (§5.3).
   std::unordered_set<std::string> uncommitted_trials_;
+  bool journal_failing_ = false;  // the store's offer journal refused a record
   AckBatch acks_;  // MA of this turn (with a store: of this commit)
   PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
   WorkerKeys workers_by_key_;
@@ -238,10 +239,13 @@ class Server::Impl final : public EngineSink {
   bool checkpoint_due_ = false;  // after an import
   int64_t results_handed_ = 0;   // results (and imports) given to the tuner, ever
   int64_t stored_next_id_ = -1;
-  // Tuner generate calls posted and not answered yet, and since when the
-  // turn's commit waits for one (server_store.cc, FlushStore).
+  // Tuner generate calls posted and not answered yet, since when the turn's
+  // commit waits for one, since when a journaled offer waits for its commit,
+  // and when the commit is due (server_store.cc, FlushStore).
   int generates_in_flight_ = 0;
   std::optional<Clock::time_point> commit_deferred_since_;
+  std::optional<Clock::time_point> offer_journaled_at_;
+  std::optional<Clock::time_point> commit_due_;
 };
 
 }  // namespace tunehost::host

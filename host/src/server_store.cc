@@ -291,6 +291,7 @@ bool Server::Impl::CommitStore() {
   Status st = store_->Commit();
   if (st.ok()) {
     uncommitted_trials_.clear();
+    offer_journaled_at_.reset();
     return true;
   }
   after_commit_.clear();
@@ -307,31 +308,49 @@ bool Server::Impl::CommitStore() {
 }
 
 // How long a turn's commit may wait for the tuner's answer (wire-format.md
-// §5.3): the trial it makes is committed with it, one commit instead of two
-// before the offer.
+// §5.3): the trial it makes is committed with it, one commit instead of two.
 constexpr auto kCommitDeferral = std::chrono::milliseconds(1);
+// How long the commit waits after an offer that left before it (its trial
+// journaled): the commit's writes and locks would take the CPU from the
+// offer's delivery (the host's I/O thread, the worker) on a small machine.
+// A few round trips on loopback; what waits for the commit (MA, replies)
+// waits that much longer. Chosen once, not tuned: only this value was tried
+// (tools/bench/RESULTS.md).
+constexpr auto kOfferCommitDelay = std::chrono::microseconds(300);
 
-// How long the loop may sleep: until the deferred commit is due.
+// How long the loop may sleep: until the deferred commit is due (the poll
+// counts in milliseconds).
 std::chrono::milliseconds Server::Impl::PollTimeout(std::chrono::milliseconds idle) const {
-  if (!commit_deferred_since_) return idle;
-  const auto left = *commit_deferred_since_ + kCommitDeferral - Clock::now();
-  return std::clamp(std::chrono::ceil<std::chrono::milliseconds>(left),
+  if (!commit_due_) return idle;
+  return std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*commit_due_ - Clock::now()),
                     std::chrono::milliseconds(0), idle);
 }
 
 // Once per loop turn: experiment metadata now and then, the batch's commit,
 // then what waited for it; a tuner checkpoint every kCheckpointInterval.
 // While the tuner is asked for a trial to offer, the commit waits for its
-// answer up to kCommitDeferral, so that the offer's commit takes the turn's
-// writes (a trial's end) with it.
+// answer up to kCommitDeferral, so that one commit takes the turn's writes
+// (a trial's end) and the trial it makes; after an offer that left before
+// its commit, it waits kOfferCommitDelay.
 void Server::Impl::FlushStore(bool final) {
   if (!store_ || store_failed_) return;
   const auto now = Clock::now();
-  if (!final && generates_in_flight_ > 0) {
-    if (!commit_deferred_since_) commit_deferred_since_ = now;
-    if (now - *commit_deferred_since_ < kCommitDeferral) return;
+  if (!final) {
+    std::optional<Clock::time_point> due;
+    if (generates_in_flight_ > 0) {
+      if (!commit_deferred_since_) commit_deferred_since_ = now;
+      due = *commit_deferred_since_ + kCommitDeferral;
+    }
+    if (offer_journaled_at_) {
+      due = std::max(due.value_or(now), *offer_journaled_at_ + kOfferCommitDelay);
+    }
+    if (due && now < *due) {
+      commit_due_ = due;
+      return;
+    }
   }
   commit_deferred_since_.reset();
+  commit_due_.reset();
   const ExperimentStatus status = engine_.status();
   if (final || status != stored_status_ || now - meta_written_ >= kMetaInterval) {
     meta_written_ = now;

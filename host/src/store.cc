@@ -14,9 +14,11 @@
 #include <iterator>
 #include <limits>
 #include <system_error>
+#include <unordered_map>
 
 #include "tunehost/host/engine.h"
 
+#include "offer_journal.h"
 #include "wal_checkpointer.h"
 
 namespace tunehost::host {
@@ -148,6 +150,17 @@ void BindBlob(sqlite3_stmt* st, int i, std::string_view s) {
 
 }  // namespace
 
+// What the open batch wrote of each trial, for JournalTrial; the journal's
+// sequence numbers.
+struct Store::Journal {
+  explicit Journal(const fs::path& store_file) : file(OfferJournal::For(store_file)) {}
+  OfferJournal file;
+  std::unordered_map<std::string, TrialRow> rows;
+  std::unordered_map<std::string, std::vector<TrialEventRow>> events;
+  uint64_t seq = 0;        // the last record appended (or replayed)
+  uint64_t committed = 0;  // the last record a commit covered
+};
+
 Status Store::Open(const fs::path& file, Mode mode, std::unique_ptr<Store>* out) {
   std::error_code ec;
   const bool exists = fs::exists(file, ec);
@@ -193,6 +206,11 @@ Status Store::Open(const fs::path& file, Mode mode, std::unique_ptr<Store>* out)
   Status st = store->Migrate(mode == Mode::kReadOnly);
   if (!st.ok()) return st;
   if (mode != Mode::kReadOnly) {
+    // A journal beside a new database is another experiment's leftover.
+    if (mode == Mode::kCreate) fs::remove(OfferJournal::For(file), ec);
+    store->journal_ = std::make_unique<Journal>(file);
+    st = store->ReplayJournal();
+    if (!st.ok()) return st;
     store->checkpointer_ = std::make_unique<WalCheckpointer>(store->db_, file);
   }
   *out = std::move(store);
@@ -296,6 +314,14 @@ void Store::Step(sqlite3_stmt* st, const char* what) {
 
 Status Store::Commit() {
   WriteMetricRuns();
+  if (journal_) {
+    journal_->rows.clear();
+    journal_->events.clear();
+    // The records this batch journaled are in it: a replay skips them.
+    if (journal_->seq != journal_->committed) {
+      SetMeta("offer_journal_seq", std::to_string(journal_->seq));
+    }
+  }
   if (!error_.empty()) {
     runs_.clear();
     return Status::Internal(error_);
@@ -307,6 +333,59 @@ Status Store::Commit() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return Status::Internal(error_);
   }
+  if (journal_) {
+    journal_->committed = journal_->seq;
+    journal_->file.Clear();
+  }
+  return Status::Ok();
+}
+
+Status Store::JournalTrial(const std::string& trial_id) {
+  if (!journal_ || failed()) return Status::BadState("no offer journal");
+  const auto row = journal_->rows.find(trial_id);
+  if (row == journal_->rows.end()) return Status::NotFound("trial " + trial_id + " not written");
+  JournalRecord record;
+  record.seq = journal_->seq + 1;
+  record.trial = row->second;
+  if (auto e = journal_->events.find(trial_id); e != journal_->events.end()) {
+    record.events = e->second;
+  }
+  Status st = journal_->file.Append(record);
+  if (st.ok()) journal_->seq = record.seq;
+  return st;
+}
+
+// The records a commit did not cover (the host died between an offer and
+// its commit) into the database, in one transaction; then an empty file.
+Status Store::ReplayJournal() {
+  if (auto m = Meta("offer_journal_seq")) {
+    journal_->committed = std::strtoull(m->c_str(), nullptr, 10);
+  }
+  journal_->seq = journal_->committed;
+  std::vector<JournalRecord> records;
+  size_t torn = 0;
+  Status st = journal_->file.ReadAll(&records, &torn);
+  if (!st.ok()) return st;
+  if (torn > 0) {
+    spdlog::warn("store {}: the offer journal ends in {} byte(s) that are not a whole record "
+                 "(a write cut short by a system crash); ignored",
+                 file_.string(), torn);
+  }
+  for (const JournalRecord& r : records) {
+    if (r.seq <= journal_->committed) continue;
+    WriteTrialRow(r.trial);
+    for (const TrialEventRow& e : r.events) WriteTrialEvent(e);
+    journal_->seq = std::max(journal_->seq, r.seq);
+    ++replayed_offers_;
+  }
+  st = Commit();
+  if (!st.ok()) return st;
+  if (replayed_offers_ > 0) {
+    spdlog::info("store {}: {} offer(s) the host made before it stopped were in its offer "
+                 "journal only; now stored",
+                 file_.string(), replayed_offers_);
+  }
+  journal_->file.Clear();
   return Status::Ok();
 }
 
@@ -350,6 +429,29 @@ void Store::AddSearchSpace(const p::Packed& space) {
 
 void Store::PutTrial(const Trial& t, double created, double started, double ended,
                      int64_t end_order, std::string_view worker_key) {
+  TrialRow row;
+  row.trial_id = t.id;
+  row.sequence_id = t.sequence_id;
+  row.parameter_id = t.parameter_id;
+  row.source = p::ToString(t.source);
+  row.parameters.assign(t.parameters.begin(), t.parameters.end());
+  row.state = StateName(t.state);
+  if (t.status) row.status = p::ToString(*t.status);
+  row.attempt = t.attempt;
+  row.offers = t.offers;
+  row.worker_id = t.worker_id;
+  row.error = t.error;
+  row.final_synthesized = t.final_synthesized;
+  row.created = created;
+  row.started = started;
+  row.ended = ended;
+  row.end_order = end_order;
+  row.worker_key = worker_key;
+  WriteTrialRow(row);
+  if (journal_) journal_->rows[row.trial_id] = std::move(row);
+}
+
+void Store::WriteTrialRow(const TrialRow& r) {
   Begin();
   // Times and end order keep their first non-zero value.
   sqlite3_stmt* st = Prepare(R"sql(
@@ -368,43 +470,50 @@ ON CONFLICT(trial_id) DO UPDATE SET
   end_order = CASE WHEN excluded.end_order >= 0 THEN excluded.end_order ELSE end_order END
 )sql");
   if (st == nullptr) return Fail("trial");
-  BindText(st, 1, t.id);
-  sqlite3_bind_int64(st, 2, static_cast<sqlite3_int64>(t.sequence_id));
-  sqlite3_bind_int64(st, 3, t.parameter_id);
-  BindText(st, 4, p::ToString(t.source));
-  BindBlob(st, 5, t.parameters);
-  BindText(st, 6, StateName(t.state));
-  if (t.status) {
-    BindText(st, 7, p::ToString(*t.status));
+  BindText(st, 1, r.trial_id);
+  sqlite3_bind_int64(st, 2, static_cast<sqlite3_int64>(r.sequence_id));
+  sqlite3_bind_int64(st, 3, r.parameter_id);
+  BindText(st, 4, r.source);
+  BindBlob(st, 5, std::string_view(r.parameters.data(), r.parameters.size()));
+  BindText(st, 6, r.state);
+  if (r.status) {
+    BindText(st, 7, *r.status);
   } else {
     sqlite3_bind_null(st, 7);
   }
-  sqlite3_bind_int64(st, 8, t.attempt);
-  sqlite3_bind_int64(st, 9, t.offers);
-  BindText(st, 10, t.worker_id);
-  BindText(st, 11, t.error);
-  sqlite3_bind_int(st, 12, t.final_synthesized ? 1 : 0);
-  sqlite3_bind_double(st, 13, created);
-  sqlite3_bind_double(st, 14, started);
-  sqlite3_bind_double(st, 15, ended);
-  sqlite3_bind_int64(st, 16, end_order);
-  BindText(st, 17, worker_key);
+  sqlite3_bind_int64(st, 8, r.attempt);
+  sqlite3_bind_int64(st, 9, r.offers);
+  BindText(st, 10, r.worker_id);
+  BindText(st, 11, r.error);
+  sqlite3_bind_int(st, 12, r.final_synthesized ? 1 : 0);
+  sqlite3_bind_double(st, 13, r.created);
+  sqlite3_bind_double(st, 14, r.started);
+  sqlite3_bind_double(st, 15, r.ended);
+  sqlite3_bind_int64(st, 16, r.end_order);
+  BindText(st, 17, r.worker_key);
   Step(st, "trial");
 }
 
 void Store::AddTrialEvent(const std::string& trial_id, std::string_view event, uint32_t attempt,
                           std::string_view worker_id, std::string_view detail) {
+  TrialEventRow row{trial_id, WallNow(), std::string(event), attempt, std::string(worker_id),
+                    std::string(detail)};
+  WriteTrialEvent(row);
+  if (journal_) journal_->events[trial_id].push_back(std::move(row));
+}
+
+void Store::WriteTrialEvent(const TrialEventRow& r) {
   Begin();
   sqlite3_stmt* st = Prepare(
       "INSERT INTO trial_events(trial_id, at, event, attempt, worker_id, detail) "
       "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
   if (st == nullptr) return Fail("trial event");
-  BindText(st, 1, trial_id);
-  sqlite3_bind_double(st, 2, WallNow());
-  BindText(st, 3, event);
-  sqlite3_bind_int64(st, 4, attempt);
-  BindText(st, 5, worker_id);
-  BindText(st, 6, detail);
+  BindText(st, 1, r.trial_id);
+  sqlite3_bind_double(st, 2, r.at);
+  BindText(st, 3, r.event);
+  sqlite3_bind_int64(st, 4, r.attempt);
+  BindText(st, 5, r.worker_id);
+  BindText(st, 6, r.detail);
   Step(st, "trial event");
 }
 

@@ -7,7 +7,9 @@
 // Writes are batched: the first write after a Commit opens a transaction and
 // Commit closes it. The server commits once per loop turn and only then sends
 // metric acknowledgements and hands results to the plugins, so whatever a
-// worker saw acknowledged is on disk. synchronous=NORMAL: a committed batch
+// worker saw acknowledged is on disk. An offer of a trial the open batch
+// wrote needs that trial durable first: JournalTrial appends it to the
+// offer journal (offer_journal.h), which a writable open replays. synchronous=NORMAL: a committed batch
 // survives the host process dying (SIGKILL, crash); an operating-system crash
 // may lose the last batches (SQLite's WAL guarantee at that level). The log
 // is copied back into the database by a thread of the store's own
@@ -31,6 +33,8 @@
 namespace tunehost::host {
 
 struct Trial;
+struct TrialRow;
+struct TrialEventRow;
 class WalCheckpointer;
 
 inline constexpr int kStoreSchemaVersion = 4;
@@ -111,6 +115,14 @@ class Store {
   // Ends the open batch. An error leaves the store unusable for writing: the
   // caller must stop acknowledging.
   Status Commit();
+  // Makes the open batch's row of this trial, and its trial events, durable
+  // before the batch commits, by appending them to the store's offer journal
+  // (offer_journal.h): what an offer needs (wire-format.md §5.3) for one
+  // write() instead of a commit. NotFound when the open batch has not written
+  // the trial; any error: commit instead.
+  Status JournalTrial(const std::string& trial_id);
+  // Offers this open replayed from the journal into the database.
+  size_t replayed_offers() const { return replayed_offers_; }
   bool failed() const { return !error_.empty(); }
 
   // --- reads ---
@@ -134,6 +146,9 @@ class Store {
   void Step(sqlite3_stmt* st, const char* what);
   void Fail(const char* what);
   void WriteMetricRuns();
+  void WriteTrialRow(const TrialRow& r);
+  void WriteTrialEvent(const TrialEventRow& r);
+  Status ReplayJournal();
 
   // The open batch's results of one trial, attempt and type, written as one
   // row of `metric_runs` (schema version 4) when the batch commits.
@@ -154,6 +169,10 @@ class Store {
   mutable std::map<const char*, sqlite3_stmt*> statements_;  // by SQL text pointer
   std::unique_ptr<WalCheckpointer> checkpointer_;  // writable stores
   std::vector<MetricRun> runs_;
+  // The offer journal and what the open batch wrote of each trial (store.cc).
+  struct Journal;
+  std::unique_ptr<Journal> journal_;  // writable stores
+  size_t replayed_offers_ = 0;
 };
 
 }  // namespace tunehost::host

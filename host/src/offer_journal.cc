@@ -1,0 +1,115 @@
+#include "offer_journal.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace tunehost::host {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Status Errno(const std::string& what, const fs::path& file) {
+  return Status::Unavailable(what + " " + file.string() + ": " + std::strerror(errno));
+}
+
+uint32_t LoadLength(const char* at) {
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(at[i])) << (8 * i);
+  return n;
+}
+
+void StoreLength(char* at, uint32_t n) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(n >> (8 * i));
+}
+
+}  // namespace
+
+fs::path OfferJournal::For(const fs::path& store_file) {
+  fs::path f = store_file;
+  f += "-offers";
+  return f;
+}
+
+OfferJournal::~OfferJournal() {
+  if (map_ != nullptr) munmap(map_, kCapacity);
+  if (fd_ >= 0) close(fd_);
+}
+
+Status OfferJournal::Open() {
+  if (map_ != nullptr) return Status::Ok();
+  // Private to its user whatever the umask, as the store (wire-format.md §9).
+  fd_ = open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) return Errno("cannot open offer journal", file_);
+  fchmod(fd_, 0600);
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return Errno("cannot read offer journal", file_);
+  if (static_cast<size_t>(st.st_size) < kCapacity &&
+      ftruncate(fd_, static_cast<off_t>(kCapacity)) != 0) {
+    return Errno("cannot size offer journal", file_);
+  }
+  void* map = mmap(nullptr, kCapacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (map == MAP_FAILED) return Errno("cannot map offer journal", file_);
+  map_ = static_cast<char*>(map);
+  return Status::Ok();
+}
+
+Status OfferJournal::Append(const JournalRecord& record) {
+  Status st = Open();
+  if (!st.ok()) return st;
+  buffer_.clear();
+  msgpack::pack(buffer_, record);
+  const size_t n = buffer_.size();
+  if (n > kCapacity || kCapacity - n < used_ + 8) {
+    return Status::Unavailable("offer journal " + file_.string() + " is full");
+  }
+  // The body and the terminator of the next record first, the length (which
+  // the previous terminator held as 0) last: a host that dies halfway
+  // leaves a journal that ends before this record.
+  std::memcpy(map_ + used_ + 4, buffer_.data(), n);
+  StoreLength(map_ + used_ + 4 + n, 0);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  StoreLength(map_ + used_, static_cast<uint32_t>(n));
+  used_ += 4 + n;
+  return Status::Ok();
+}
+
+Status OfferJournal::ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes) {
+  out->clear();
+  *torn_bytes = 0;
+  Status st = Open();
+  if (!st.ok()) return st;
+  size_t at = 0;
+  while (kCapacity - at >= 4) {
+    const uint32_t n = LoadLength(map_ + at);
+    if (n == 0) break;
+    if (n > kCapacity - at - 4) {
+      *torn_bytes = kCapacity - at;
+      break;
+    }
+    JournalRecord record;
+    try {
+      msgpack::object_handle oh = msgpack::unpack(map_ + at + 4, n);
+      oh.get().convert(record);
+    } catch (const std::exception&) {
+      *torn_bytes = 4 + n;
+      break;
+    }
+    out->push_back(std::move(record));
+    at += 4 + n;
+  }
+  return Status::Ok();
+}
+
+void OfferJournal::Clear() {
+  if (map_ != nullptr) StoreLength(map_, 0);
+  used_ = 0;
+}
+
+}  // namespace tunehost::host
