@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 namespace tunehost::host {
 
@@ -39,25 +41,28 @@ fs::path OfferJournal::For(const fs::path& store_file) {
 
 OfferJournal::~OfferJournal() {
   if (map_ != nullptr) munmap(map_, kCapacity);
-  if (fd_ >= 0) close(fd_);
 }
 
 Status OfferJournal::Open() {
   if (map_ != nullptr) return Status::Ok();
   // Private to its user whatever the umask, as the store (wire-format.md §9).
-  fd_ = open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd_ < 0) return Errno("cannot open offer journal", file_);
-  fchmod(fd_, 0600);
-  struct stat st {};
-  if (fstat(fd_, &st) != 0) return Errno("cannot read offer journal", file_);
-  if (static_cast<size_t>(st.st_size) < kCapacity &&
-      ftruncate(fd_, static_cast<off_t>(kCapacity)) != 0) {
-    return Errno("cannot size offer journal", file_);
+  const int fd = open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("cannot open offer journal", file_);
+  fchmod(fd, 0600);
+  // Blocks for the whole file now: a page written through the mapping then
+  // never needs one from a full disk (which would be a SIGBUS, not an error).
+  Status st;
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(kCapacity)); err != 0) {
+    errno = err;
+    st = Errno("cannot allocate offer journal", file_);
+  } else if (void* map = mmap(nullptr, kCapacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+             map == MAP_FAILED) {
+    st = Errno("cannot map offer journal", file_);
+  } else {
+    map_ = static_cast<char*>(map);
   }
-  void* map = mmap(nullptr, kCapacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (map == MAP_FAILED) return Errno("cannot map offer journal", file_);
-  map_ = static_cast<char*>(map);
-  return Status::Ok();
+  close(fd);  // the mapping keeps the file
+  return st;
 }
 
 Status OfferJournal::Append(const JournalRecord& record) {
@@ -80,22 +85,25 @@ Status OfferJournal::Append(const JournalRecord& record) {
   return Status::Ok();
 }
 
-Status OfferJournal::ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes) {
+Status OfferJournal::ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes) const {
   out->clear();
   *torn_bytes = 0;
-  Status st = Open();
-  if (!st.ok()) return st;
+  std::error_code ec;
+  if (!fs::exists(file_, ec)) return Status::Ok();
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) return Errno("cannot read offer journal", file_);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t at = 0;
-  while (kCapacity - at >= 4) {
-    const uint32_t n = LoadLength(map_ + at);
+  while (data.size() - at >= 4) {
+    const uint32_t n = LoadLength(data.data() + at);
     if (n == 0) break;
-    if (n > kCapacity - at - 4) {
-      *torn_bytes = kCapacity - at;
+    if (n > data.size() - at - 4) {
+      *torn_bytes = data.size() - at;
       break;
     }
     JournalRecord record;
     try {
-      msgpack::object_handle oh = msgpack::unpack(map_ + at + 4, n);
+      msgpack::object_handle oh = msgpack::unpack(data.data() + at + 4, n);
       oh.get().convert(record);
     } catch (const std::exception&) {
       *torn_bytes = 4 + n;
@@ -107,9 +115,15 @@ Status OfferJournal::ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes
   return Status::Ok();
 }
 
-void OfferJournal::Clear() {
-  if (map_ != nullptr) StoreLength(map_, 0);
+Status OfferJournal::Clear() {
   used_ = 0;
+  if (map_ != nullptr) {
+    StoreLength(map_, 0);
+    return Status::Ok();
+  }
+  std::error_code ec;
+  if (!fs::exists(file_, ec) || truncate(file_.c_str(), 0) == 0) return Status::Ok();
+  return Errno("cannot empty offer journal", file_);
 }
 
 }  // namespace tunehost::host

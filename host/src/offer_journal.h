@@ -5,7 +5,7 @@
 // the records its database does not hold yet (a host that died between the
 // offer and the commit) and empties the file.
 //
-// The file (1 MiB) is mapped shared: appending is a copy into the page
+// The file (256 KiB) is mapped shared: appending is a copy into the page
 // cache, which the kernel writes back, so a record survives the host process
 // dying as a commit with synchronous=NORMAL does; an operating-system crash
 // may lose the last ones (and the commits around them). Records are a 4-byte
@@ -73,7 +73,7 @@ class OfferJournal {
  public:
   // The journal's size: a turn that journals more offers than fit commits
   // before its next offer instead.
-  static constexpr size_t kCapacity = size_t{1} << 20;
+  static constexpr size_t kCapacity = size_t{256} << 10;
 
   // The journal of the store at `store_file`: that path with "-offers".
   static std::filesystem::path For(const std::filesystem::path& store_file);
@@ -84,14 +84,14 @@ class OfferJournal {
   OfferJournal& operator=(const OfferJournal&) = delete;
 
   // Appends one record: a copy into the file's shared mapping, no system
-  // call. Unavailable when the file cannot be mapped or the record does not
-  // fit.
+  // call (the first maps the file, with its blocks allocated). Unavailable
+  // when the file cannot be allocated or mapped or the record does not fit.
   Status Append(const JournalRecord& record);
   // The records in the file, in order, up to the first that is not whole
-  // (its bytes go to `*torn_bytes`; a host died writing it).
-  Status ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes);
+  // (its bytes go to `*torn_bytes`).
+  Status ReadAll(std::vector<JournalRecord>* out, size_t* torn_bytes) const;
   // Forgets every record (each is committed): the next one is the first.
-  void Clear();
+  Status Clear();
   // Bytes of the records appended since the last Clear.
   size_t used() const { return used_; }
 
@@ -99,7 +99,6 @@ class OfferJournal {
   Status Open();
 
   std::filesystem::path file_;
-  int fd_ = -1;
   char* map_ = nullptr;
   size_t used_ = 0;
   msgpack::sbuffer buffer_{512};

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -194,11 +196,28 @@ TEST_F(OfferJournalTest, OnlyTrialsWrittenInTheOpenBatchAreJournaled) {
   EXPECT_EQ(s->JournalTrial("nope").code(), Status::Code::kNotFound);
 }
 
+TEST_F(OfferJournalTest, AJournalThatCannotBeAllocatedIsAnErrorNotACrash) {
+  // A disk that cannot hold the journal (here: a file size limit): the
+  // journal says so, and the caller commits instead (Server::Offerable).
+  DieAfter([&] {
+    auto s = Open(Store::Mode::kCreate);
+    Offered(*s, "T1", 1);
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit small{4096, 4096};
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const Status st = s->JournalTrial("T1");
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+    EXPECT_NE(st.message().find("cannot allocate offer journal"), std::string::npos)
+        << st.message();
+    Die(s);
+  });
+}
+
 TEST_F(OfferJournalTest, AFullJournalRefusesARecordAndKeepsTheOthers) {
   OfferJournal journal(OfferJournal::For(file_));
   JournalRecord r;
   r.trial.trial_id = "T";
-  r.trial.parameters.assign(100 * 1024, 'p');
+  r.trial.parameters.assign(10 * 1024, 'p');
   size_t appended = 0;
   Status st;
   while ((st = journal.Append(r)).ok()) {
@@ -208,7 +227,7 @@ TEST_F(OfferJournalTest, AFullJournalRefusesARecordAndKeepsTheOthers) {
   }
   EXPECT_EQ(st.code(), Status::Code::kUnavailable);
   EXPECT_NE(st.message().find("full"), std::string::npos) << st.message();
-  EXPECT_EQ(appended, OfferJournal::kCapacity / (100 * 1024 + 64));
+  EXPECT_EQ(appended, OfferJournal::kCapacity / (10 * 1024 + 64));
   OfferJournal reader(OfferJournal::For(file_));
   std::vector<JournalRecord> records;
   size_t torn = 0;
@@ -216,7 +235,7 @@ TEST_F(OfferJournalTest, AFullJournalRefusesARecordAndKeepsTheOthers) {
   EXPECT_EQ(records.size(), appended);
   EXPECT_EQ(torn, 0u);
   EXPECT_EQ(records.back().seq, appended - 1);
-  journal.Clear();
+  ASSERT_OK(journal.Clear());
   ASSERT_OK(reader.ReadAll(&records, &torn));
   EXPECT_TRUE(records.empty());
 }
