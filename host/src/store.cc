@@ -157,6 +157,9 @@ struct Store::Journal {
   OfferJournal file;
   std::unordered_map<std::string, TrialRow> rows;
   std::unordered_map<std::string, std::vector<TrialEventRow>> events;
+  // Of each trial's events, how many a record of this batch already holds
+  // (a trial offered twice in one batch: the second record has the rest).
+  std::unordered_map<std::string, size_t> events_journaled;
   uint64_t seq = 0;        // the last record appended (or replayed)
   uint64_t committed = 0;  // the last record a commit covered
 };
@@ -317,6 +320,7 @@ Status Store::Commit() {
   if (journal_) {
     journal_->rows.clear();
     journal_->events.clear();
+    journal_->events_journaled.clear();
     // The records this batch journaled are in it: a replay skips them.
     if (journal_->seq != journal_->committed) {
       SetMeta("offer_journal_seq", std::to_string(journal_->seq));
@@ -347,11 +351,16 @@ Status Store::JournalTrial(const std::string& trial_id) {
   JournalRecord record;
   record.seq = journal_->seq + 1;
   record.trial = row->second;
+  size_t& journaled = journal_->events_journaled[trial_id];
   if (auto e = journal_->events.find(trial_id); e != journal_->events.end()) {
-    record.events = e->second;
+    record.events.assign(e->second.begin() + static_cast<std::ptrdiff_t>(journaled),
+                         e->second.end());
   }
   Status st = journal_->file.Append(record);
-  if (st.ok()) journal_->seq = record.seq;
+  if (st.ok()) {
+    journal_->seq = record.seq;
+    journaled += record.events.size();
+  }
   return st;
 }
 

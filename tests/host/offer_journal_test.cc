@@ -188,6 +188,27 @@ TEST_F(OfferJournalTest, ANewStoreIgnoresALeftoverJournal) {
   EXPECT_EQ(s->CountRows("trials"), 0);
 }
 
+TEST_F(OfferJournalTest, ATrialOfferedTwiceInOneBatchHasEachEventReplayedOnce) {
+  DieAfter([&] {
+    auto s = Open(Store::Mode::kCreate);
+    Trial t = Offered(*s, "T1", 1);
+    ASSERT_OK(s->JournalTrial("T1"));
+    s->AddTrialEvent(t.id, "rejected", t.attempt, t.worker_id, "busy");
+    t.attempt = 3;
+    s->PutTrial(t, 1001.0, 0, 0, -1, "key-1");
+    s->AddTrialEvent(t.id, "offered", t.attempt, "w2", "");
+    ASSERT_OK(s->JournalTrial("T1"));
+    Die(s);
+  });
+  auto s = Open(Store::Mode::kOpen);
+  EXPECT_EQ(s->replayed_offers(), 2u);
+  EXPECT_EQ(s->CountRows("trial_events"), 3);
+  std::vector<StoredTrial> trials;
+  ASSERT_OK(s->Trials(&trials));
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].attempt, 3u) << "the later record is the trial's row";
+}
+
 TEST_F(OfferJournalTest, OnlyTrialsWrittenInTheOpenBatchAreJournaled) {
   auto s = Open(Store::Mode::kCreate);
   Offered(*s, "T1", 1);
