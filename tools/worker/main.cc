@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   int64_t host_pid = 0;
   std::string ack_log, key_file, server_key_file, gpu_indices;
   uint32_t gpus_per_trial = 0;
+  size_t max_result_bytes = tunehost::protocol::kDefaultMaxResultBytes;
   // A repeated option overrides the earlier one, as wrappers appending flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--command", command, "trial command, run as /bin/sh -c COMMAND")->required();
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ack-timeout-ms", ack_timeout_ms, "metric resend interval until acknowledged")
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
+      ->capture_default_str();
+  app.add_option("--max-result-bytes", max_result_bytes,
+                 "the host's results limit (its --max-result-bytes): larger results are skipped")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 31))
       ->capture_default_str();
   app.add_option("--kill-grace-ms", kill_grace_ms, "SIGTERM to SIGKILL delay when stopping a trial")
       ->check(CLI::Range(int64_t{0}, int64_t{3600000}))
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
   }
   options.heartbeat = milliseconds(heartbeat_ms);
   options.ack_timeout = milliseconds(ack_timeout_ms);
+  options.max_result_bytes = max_result_bytes;
   options.kill_grace = milliseconds(kill_grace_ms);
   options.max_idle = milliseconds(max_idle_ms);
   options.orphan_timeout = milliseconds(orphan_timeout_ms);

@@ -418,12 +418,7 @@ void Worker::OnMetricLines(Trial* trial, const std::vector<std::string>& lines, 
                    protocol::ToString(metric.type));
       continue;
     }
-    const uint64_t sequence = trial->next_sequence++;
-    if (metric.type == protocol::MetricType::kFinal) {
-      trial->final_seen = true;
-    } else {
-      trial->last_periodical = static_cast<int64_t>(sequence);
-    }
+    const uint64_t sequence = trial->next_sequence;
     protocol::Message message;
     message.id = next_message_id_++;
     message.body = protocol::ReportMetricData{
@@ -432,6 +427,22 @@ void Worker::OnMetricLines(Trial* trial, const std::vector<std::string>& lines, 
     const auto now = Clock::now();
     const auto& body = std::get<protocol::ReportMetricData>(message.body);
     PendingMetric pending{protocol::Encode(message), body.type, body.value.scalar, now, now};
+    if (pending.bytes.size() > options_.max_result_bytes) {
+      // The host would drop it unacknowledged and the worker resend it for
+      // ever (wire-format.md §1.1): the trial goes on as if the line were bad.
+      spdlog::warn("trial {}: skipped a {} result of {} bytes, over the results limit of {} "
+                   "bytes (the host's --max-result-bytes / maxResultBytes and this worker's "
+                   "--max-result-bytes)",
+                   name, protocol::ToString(body.type), pending.bytes.size(),
+                   options_.max_result_bytes);
+      continue;
+    }
+    ++trial->next_sequence;
+    if (metric.type == protocol::MetricType::kFinal) {
+      trial->final_seen = true;
+    } else {
+      trial->last_periodical = static_cast<int64_t>(sequence);
+    }
     SendBytes(pending.bytes);
     trial->pending[sequence] = std::move(pending);
   }

@@ -36,6 +36,9 @@ struct WorkerOptions {
   std::string python_path;
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds ack_timeout{1000};
+  // The host's limit for a message on its results socket: a larger result
+  // is skipped with a warning instead of being resent unacknowledged.
+  size_t max_result_bytes = protocol::kDefaultMaxResultBytes;
   std::chrono::milliseconds kill_grace{5000};
   std::chrono::milliseconds max_idle{0};  // 0 = forever
   // Orphan mode (0 = off): when the process that started the worker exits

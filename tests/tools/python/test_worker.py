@@ -402,6 +402,29 @@ class ReporterTest(WorkerTestCase):
         self.assertEqual(len(errors), 5, errors)
         self.assertIn("exactly one numeric metric", errors[0])
 
+    def test_a_result_over_the_hosts_results_limit_raises_and_is_not_sent(self):
+        errors = []
+        big = {"default": 0.5, **{"k%d" % i: float(i) for i in range(300)}}
+
+        def train(config, reporter):
+            try:
+                reporter.report(big)
+            except ValueError as e:
+                errors.append(str(e))
+            reporter.report(0.25, final=True)
+
+        self.start_worker(train, ack_timeout=30.0, max_result_bytes=2048)
+        self.host.offer("t1")
+        self.host.expect("TS")
+        final = self.expect_me("t1", 0, "FINAL")
+        self.assertEqual(final.body["value"], 0.25)
+        self.host.ack(final)
+        self.assertEqual(self.host.expect("EN").body["status"], "SUCCEEDED")
+        self.assertEqual(len(errors), 1, errors)
+        self.assertIn("over the host's results limit of 2048 bytes", errors[0])
+        sent = [m for m in self.host.received if m.type == "ME"]
+        self.assertEqual(len(sent), 1, "the large result was sent")
+
     def test_iteration_and_time_per_iteration(self):
         records = []
 

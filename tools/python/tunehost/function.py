@@ -202,7 +202,7 @@ def run_worker(train, slots=1, **worker_options):
 
     ``worker_options`` are :class:`tunehost.Worker` keywords: ``worker_id``,
     ``jobs``, ``results``, ``events`` (endpoints), ``gpus``, ``extra``,
-    ``heartbeat_interval``, ``ack_timeout``, ``max_message_bytes``,
+    ``heartbeat_interval``, ``ack_timeout``, ``max_message_bytes``, ``max_result_bytes``,
     ``stop_grace``, ``key_file``, ``server_key_file``. Signal handlers are
     installed only when called from the main thread.
     """

@@ -21,6 +21,8 @@ import msgpack
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+# The host's default limit for a message on its results socket (§1.1).
+DEFAULT_MAX_RESULT_BYTES = 128 << 10
 # A control reply as a client reads it (wire-format.md §4.1): LT, MT and EX of
 # a large experiment are far above the request limit.
 MAX_REPLY_BYTES = 1 << 30

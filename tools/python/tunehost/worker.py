@@ -238,12 +238,17 @@ class Worker:
     (``None``: ``$TUNEHOST_KEY`` / ``$TUNEHOST_SERVER_KEY``; ``""``: none).
     Both or neither; :class:`tunehost.keys.KeyFileError` otherwise, or for a
     key file that cannot be used.
+
+    ``max_result_bytes``: the host's limit for a message on its results
+    socket (its ``--max-result-bytes``); reporting a larger result raises
+    ``ValueError`` (the host would drop it, and the worker resend it for ever).
     """
 
     def __init__(self, runner, slots=1, worker_id=None, jobs=DEFAULT_JOBS, results=DEFAULT_RESULTS,
                  events=DEFAULT_EVENTS, gpus=0, extra=None, heartbeat_interval=1.0, ack_timeout=1.0,
                  max_message_bytes=1 << 20, stop_grace=5.0, language="python", version=__version__,
-                 key_file=None, server_key_file=None):
+                 key_file=None, server_key_file=None,
+                 max_result_bytes=protocol.DEFAULT_MAX_RESULT_BYTES):
         if not callable(runner):
             raise TypeError("runner must be callable")
         if int(slots) < 1:
@@ -261,6 +266,7 @@ class Worker:
         self.heartbeat_interval = float(heartbeat_interval)
         self.ack_timeout = float(ack_timeout)
         self.max_message_bytes = int(max_message_bytes)
+        self.max_result_bytes = int(max_result_bytes)
         self.stop_grace = float(stop_grace)
         self.language = language
         self.version = version
@@ -429,9 +435,14 @@ class Worker:
         # Encoded once here so a value MessagePack cannot hold fails in the
         # caller, not later on the I/O thread.
         try:
-            protocol.encode("ME", body)
+            size = len(protocol.encode("ME", body))
         except protocol.ProtocolError as e:
             raise TypeError(f"metric value cannot be sent: {e}") from None
+        # Room for the sequence and envelope id, written later and larger.
+        if size + 16 > self.max_result_bytes:
+            raise ValueError(f"result of {size} bytes is over the host's results limit of "
+                             f"{self.max_result_bytes} bytes (the host's --max-result-bytes "
+                             f"or maxResultBytes, and this worker's max_result_bytes)")
         with self._lock:
             if handle._stop_reason is not None:
                 raise TrialStopped(f"trial {handle.trial_id} was stopped ({handle._stop_reason})")
