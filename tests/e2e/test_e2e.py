@@ -388,6 +388,35 @@ class RunCommandTest(unittest.TestCase):
         self.assertIn("2 trials in a row failed", summary["error"])
         self.assertIn("T00001: exit code 1", summary["error"])
 
+    def test_max_result_bytes_reaches_the_local_workers(self):
+        # A FINAL of about 200 KiB: over the default results limit (the local
+        # worker skips it, the trial ends without a result), within 1 MiB.
+        tmp = tempfile.mkdtemp(prefix="tunehost-bigresult-")
+        write(os.path.join(tmp, "trial.py"), """
+            import json, os
+            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
+            value = {"default": 0.5, **{"k%d" % i: float(i) for i in range(12000)}}
+            out.write(json.dumps({"type": "FINAL", "value": value}) + "\\n")
+            """)
+
+        def run(extra):
+            return self.run_experiment("""
+                searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+                trialCommand: %s trial.py
+                trialCodeDirectory: %s
+                experimentWorkingDirectory: %s
+                trialConcurrency: 1
+                maxTrialNumber: 1
+                tuner: {name: random}
+                %s
+                """ % (sys.executable, tmp, tmp, extra))
+        proc, summary = run("")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIsNone(summary["trials"][0]["final_metric"])
+        proc, summary = run("tunehost: {maxResultBytes: 1048576}")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["trials"][0]["final_metric"], 0.5)
+
     def test_exhausted_grid_finishes_the_experiment(self):
         # NNI's exhausted grid never reaches DONE; here the experiment ends
         # after exactly the grid's 6 configurations although 50 were allowed.

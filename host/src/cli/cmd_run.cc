@@ -214,6 +214,7 @@ int RunExperiment(const RunArgs& args, ExperimentConfig config, const fs::path& 
   // resumed host (which re-attaches them) and exit; ids are unique per host
   // process so they never clash with the resumed host's own workers.
   wo.extra_args = {"--log-level", args.log_level, "--kill-grace-ms", "2000",
+                   "--max-result-bytes", std::to_string(options.max_result_bytes),
                    "--orphan-timeout-ms", "600000", "--host-pid", std::to_string(getpid())};
   wo.extra_args.insert(wo.extra_args.end(), local_worker_keys.begin(), local_worker_keys.end());
   wo.outlive_host = true;
