@@ -273,6 +273,38 @@ class InstanceBase {
     return Status::PluginError(Prefix() + (message.empty() ? detail : message + " (" + detail + ")"));
   }
 
+  // An optional callback (`present` false: absent from the vtable): a plugin
+  // status TH_NOT_SUPPORTED, or its absence, clears *supported.
+  template <class Fn>
+  Status Optional(const char* op, bool present, bool* supported, Fn&& fn) {
+    *supported = present;
+    if (!present) return Status::Ok();
+    th_status st = TH_OK;
+    Status status = Call(op, std::forward<Fn>(fn), &st, {TH_NOT_SUPPORTED});
+    if (st == TH_NOT_SUPPORTED) *supported = false;
+    return status;
+  }
+
+  // save_state and load_state of a tuner or an assessor (optional callbacks).
+  template <class Instance>
+  Status SaveStateOf(const Instance* instance,
+                     th_status (*save)(const Instance*, const th_byte_writer_t*, th_error_t*),
+                     std::string* state, bool* supported) {
+    state->clear();
+    StringWriter writer(state);
+    return Optional("save_state", save != nullptr, supported, [&](th_error_t* err) {
+      return save(instance, &writer.writer, err);
+    });
+  }
+  template <class Instance>
+  Status LoadStateOf(const Instance* instance,
+                     th_status (*load)(const Instance*, th_bytes_t, th_error_t*),
+                     std::string_view state, bool* supported) {
+    return Optional("load_state", load != nullptr, supported, [&](th_error_t* err) {
+      return load(instance, Bytes(state), err);
+    });
+  }
+
   static constexpr const char* kTooSmall = "struct_size too small for the required callbacks";
 
   // Creates an instance with `factory` and checks its vtable: `missing`
@@ -408,17 +440,11 @@ class TunerImpl final : public Tuner, private InstanceBase {
   }
 
   Status SaveState(std::string* state, bool* supported) override {
-    state->clear();
-    StringWriter writer(state);
-    return Optional("save_state", save_state_ != nullptr, supported, [&](th_error_t* err) {
-      return save_state_(tuner_, &writer.writer, err);
-    });
+    return SaveStateOf(tuner_, save_state_, state, supported);
   }
 
   Status LoadState(std::string_view state, bool* supported) override {
-    return Optional("load_state", load_state_ != nullptr, supported, [&](th_error_t* err) {
-      return load_state_(tuner_, Bytes(state), err);
-    });
+    return LoadStateOf(tuner_, load_state_, state, supported);
   }
 
  private:
@@ -461,16 +487,6 @@ class TunerImpl final : public Tuner, private InstanceBase {
       }
     }
   };
-
-  template <class Fn>
-  Status Optional(const char* op, bool present, bool* supported, Fn&& fn) {
-    *supported = present;
-    if (!present) return Status::Ok();
-    th_status st = TH_OK;
-    Status status = Call(op, std::forward<Fn>(fn), &st, {TH_NOT_SUPPORTED});
-    if (st == TH_NOT_SUPPORTED) *supported = false;
-    return status;
-  }
 
   const th_tuner_t* tuner_ = nullptr;
   th_status (*import_data_)(const th_tuner_t*, th_bytes_t, th_error_t*) = nullptr;
@@ -537,30 +553,14 @@ class AssessorImpl final : public Assessor, private InstanceBase {
   }
 
   Status SaveState(std::string* state, bool* supported) override {
-    state->clear();
-    StringWriter writer(state);
-    return Optional("save_state", save_state_ != nullptr, supported, [&](th_error_t* err) {
-      return save_state_(assessor_, &writer.writer, err);
-    });
+    return SaveStateOf(assessor_, save_state_, state, supported);
   }
 
   Status LoadState(std::string_view state, bool* supported) override {
-    return Optional("load_state", load_state_ != nullptr, supported, [&](th_error_t* err) {
-      return load_state_(assessor_, Bytes(state), err);
-    });
+    return LoadStateOf(assessor_, load_state_, state, supported);
   }
 
  private:
-  template <class Fn>
-  Status Optional(const char* op, bool present, bool* supported, Fn&& fn) {
-    *supported = present;
-    if (!present) return Status::Ok();
-    th_status st = TH_OK;
-    Status status = Call(op, std::forward<Fn>(fn), &st, {TH_NOT_SUPPORTED});
-    if (st == TH_NOT_SUPPORTED) *supported = false;
-    return status;
-  }
-
   const th_assessor_t* assessor_ = nullptr;
   th_status (*save_state_)(const th_assessor_t*, const th_byte_writer_t*, th_error_t*) = nullptr;
   th_status (*load_state_)(const th_assessor_t*, th_bytes_t, th_error_t*) = nullptr;
