@@ -261,9 +261,10 @@ bool Server::Impl::SendJobTo(const std::string& worker_id, const p::NewTrialJob&
 // a resume must know every attempt a worker may have been handed
 // (wire-format.md §5.3). A trial committed before (generated ahead,
 // re-queued in an earlier turn) leaves at once; one written in this turn is
-// appended to the store's offer journal (one write, where a commit is
-// several locks and writes) and committed with the turn's other writes
-// after the offer has left. When the journal fails, the turn commits first.
+// appended to the store's offer journal (a copy into a mapped file, where a
+// commit is several locks and writes) and committed with the turn's other
+// writes after the offer has left. When the journal fails, the turn commits
+// first.
 bool Server::Impl::Offerable(const p::NewTrialJob& job) {
   if (uncommitted_trials_.count(job.trial_id) == 0) return true;
   const Status st = store_->JournalTrial(job.trial_id);
