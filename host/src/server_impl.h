@@ -1,36 +1,40 @@
-// Server::Impl, the server's one class, shared by the four files that define it (server*.cc).
+// Server::Impl: the loop that joins the server's parts (DESIGN.md), each a
+// class with one job in its own file:
+//   ServerSockets  (server_sockets.cc)  the sockets, sending, subscriptions
+//   ResultRouter   (result_router.cc)   the results socket's messages
+//   ControlRouter  (control_router.cc)  the control socket's requests
+//   ServerPlugins  (server_plugins.cc)  plugin calls, watchdog, checkpoints
+//   StoreBatch     (store_batch.cc)     a turn's writes and their commit
+//   ExperimentLoader (experiment_loader.cc) resume and view from a store
+// Impl (server.cc) owns them and the engine, runs the poll loop, and is the
+// engine's EngineSink, handing each call to the part that does it.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 #include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include <msgpack.hpp>
-#include <zmq.hpp>
 
 #include "tunehost/host/ack_batch.h"
-#include "tunehost/host/connection_gate.h"
-#include "tunehost/host/drop_log.h"
 #include "tunehost/host/engine.h"
 #include "tunehost/host/key_ring.h"
 #include "tunehost/host/server.h"
 #include "tunehost/host/store.h"
 #include "tunehost/protocol/codec.h"
-#include "tunehost/protocol/limits.h"
 
-#include "pending_replies.h"
-#include "plugin_strands.h"
+#include "control_router.h"
+#include "experiment_loader.h"
+#include "loop_signal.h"
+#include "result_router.h"
+#include "server_plugins.h"
+#include "server_sockets.h"
+#include "store_batch.h"
 
 namespace tunehost::host {
 
@@ -52,21 +56,10 @@ inline uint64_t FailpointCount(std::string_view name) {
   return std::strtoull(env + name.size() + 1, nullptr, 10);
 }
 
-inline TrialSummary SummaryOf(const Trial& t, double duration_s) {
-  TrialSummary s;
-  s.trial_id = t.id;
-  s.sequence_id = t.sequence_id;
-  s.status = t.status.value_or(p::TrialStatus::kFailed);
-  s.parameters_json = p::PackedToJson(t.parameters);
-  if (t.final_metric) {
-    s.final_metric = t.final_metric->scalar;
-    s.final_metric_json = p::PackedToJson(t.final_metric->raw);
-  }
-  s.attempts = t.offers;
-  s.error = t.error;
-  s.duration_s = duration_s;
-  return s;
-}
+TrialSummary SummaryOf(const Trial& t, double duration_s);
+// The engine options an experiment's spec sets (the server's own are added
+// by the caller).
+EngineOptions EngineOptionsFor(const p::ExperimentSpec& spec);
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -79,173 +72,112 @@ inline p::Packed ToPacked(const msgpack::sbuffer& b) { return p::Packed(b.data()
 
 }  // namespace server_detail
 
+// Where the experiment is; the control router and the loader change it.
+struct ExperimentState {
+  p::ExperimentSpec spec;
+  bool configured = false;
+  bool configuring = false;  // IN's search space is being applied
+  bool read_only = false;    // a viewed experiment: IsMutatingRequest requests are refused
+  bool viewed = false;
+};
+
 class Server::Impl final : public EngineSink {
  public:
-  // server.cc: the transport (the sockets, the poll loop, wake-ups and
-  // completions) and the EngineSink calls that send on it.
   Impl(ServerOptions options, PluginRegistry* registry);
   ~Impl() override;
+
+  // Server's API (server.h).
   bool abandoned() const;
   Status Bind();
-  const Endpoints& bound() const;
+  const Endpoints& bound() const { return sockets_.bound(); }
+  Status Configure(const p::ExperimentSpec& spec, const p::Packed& search_space);
+  void UseStore(Store* store) { batch_.Use(store); }
+  Status Restore(std::chrono::milliseconds grace) { return loader_.Resume(grace); }
+  Status View(const p::ExperimentSpec& spec, const Store& store);
+  Status AnswerQuery(const p::Body& request, p::Packed* data) {
+    return control_.AnswerQuery(request, data);
+  }
+  void Ask(p::Body request, ControlRouter::DoneFn done) {
+    control_.Ask(std::move(request), std::move(done));
+  }
   Status Run();
   void Stop();
-  void OnTrialEnd(std::function<void(const TrialSummary&)> cb);
-  void OnTick(std::function<void()> cb);
+  void OnTrialEnd(std::function<void(const TrialSummary&)> cb) { on_trial_end_ = std::move(cb); }
+  void OnTick(std::function<void()> cb) { on_tick_ = std::move(cb); }
   ProgressInfo Progress() const;
   ExperimentSummary Summary() const;
+
+  // EngineSink: the transport's calls here, the others handed to a part.
   bool SendJob(const p::NewTrialJob& job) override;
   bool SendJobTo(const std::string& worker_id, const p::NewTrialJob& job) override;
-  bool Offerable(const p::NewTrialJob& job);
-  void OfferSent();
   void SendToWorker(const std::string& worker_id, p::Body body) override;
   void Publish(p::Body body) override;
   bool WantsEvent(std::string_view type) const override;
   void TrialFinished(const Trial& t) override;
+  void RequestParameters(std::vector<int64_t> ids) override {
+    plugins_.RequestParameters(std::move(ids));
+  }
+  void TunerResult(const Trial& t, const p::Metric& metric) override {
+    plugins_.TunerResult(t, metric);
+  }
+  void TunerTrialEnd(const Trial& t, bool success) override { plugins_.TunerTrialEnd(t, success); }
+  void TunerBarrier() override { plugins_.TunerBarrier(); }
+  void AssessorAssess(const Trial& t, p::Packed history) override {
+    plugins_.AssessorAssess(t, std::move(history));
+  }
+  void AssessorTrialEnd(const Trial& t, bool success) override {
+    plugins_.AssessorTrialEnd(t, success);
+  }
+  void TrialChanged(const Trial& t, std::string_view event, std::string_view detail) override {
+    batch_.TrialChanged(t, event, detail);
+  }
+  void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override {
+    batch_.MetricAccepted(t, m);
+  }
 
-  // server_plugins.cc: the plugins, and the EngineSink calls handed to their
-  // strands.
+  // For the parts.
+  const ServerOptions& options() const { return options_; }
+  ExperimentState& state() { return state_; }
+  Engine& engine() { return engine_; }
+  ServerSockets& sockets() { return sockets_; }
+  LoopSignal& loop() { return loop_; }
+  StoreBatch& batch() { return batch_; }
+  ServerPlugins& plugins() { return plugins_; }
+  WorkerKeys& workers_by_key() { return workers_by_key_; }
+  // Creates the plugins of `spec` and sets the engine up for it.
   Status CreatePlugins(const p::ExperimentSpec& spec);
-  Status CreateFailed(const std::string& source, const Status& st);
-  Status Configure(const p::ExperimentSpec& spec, const p::Packed& search_space);
-  Status SetupCall(PluginStrands::Kind kind, const char* call, std::function<Status()> fn);
-  void NoteTimeout(PluginStrands::Kind kind, const Status& st);
-  void CheckWatchdog(Clock::time_point now);
-  void RequestParameters(std::vector<int64_t> ids) override;
-  void TunerResult(const Trial& t, const p::Metric& metric) override;
-  void TunerTrialEnd(const Trial& t, bool success) override;
-  void TunerBarrier() override;
-  void AssessorAssess(const Trial& t, p::Packed history) override;
-  void AssessorTrialEnd(const Trial& t, bool success) override;
-
-  // server_store.cc: persistence (restore, view, and the EngineSink calls
-  // that write to the store).
-  void UseStore(Store* store);
-  void RestoreTrials(const std::vector<StoredTrial>& stored, bool resume,
-                     std::chrono::milliseconds grace);
-  Status Restore(std::chrono::milliseconds grace);
-  Status AnswerQuery(const protocol::Body& request, protocol::Packed* data);
-  void Ask(p::Body request, std::function<void(const Status&, const p::Packed&)> done);
-  Status View(const p::ExperimentSpec& spec, const Store& store);
-  void TrialChanged(const Trial& t, std::string_view event, std::string_view detail) override;
-  void MetricAccepted(const Trial& t, const p::ReportMetricData& m) override;
+  void StartExperiment();
+  // A trial that ended before a resume, in the run's summary.
+  void AddFinished(TrialSummary s) { finished_.push_back(std::move(s)); }
 
  private:
-  // Who sent a control request: its one reply goes back there.
-  struct Peer {
-    std::string identity;
-    bool delimiter = false;  // REQ clients send an empty frame first
-    uint64_t request_id = 0;
-  };
-
-  // server.cc
-  void SendEvent(const std::string& topic, p::Body body);
-  void Complete(std::function<void()> fn);
-  void Wake();
-  void DrainWake();
-  void RunCompletions();
-  void StartExperiment();
-  void Secure(zmq::socket_t& socket);
-  void ConfigureEvents();
-  void RebindEvents();
-
-  // server_routing.cc: the control, results and events sockets' input.
-  void DrainResults();
-  Status HandleResult(std::string_view bytes, const std::string& user);
-  void DrainSubscriptions();
-  void DrainControl();
-  void SendReply(const Peer& peer, p::Body body);
-  void Reply(const Peer& peer, const Status& st);
-  void ReplyOk(const Peer& peer, p::Packed data = p::EmptyMap());
-  void HandleControl(Peer peer, std::string_view bytes, const std::string& address,
-                     const std::string& user);
-  bool PostRequest(const Peer& peer, std::function<void(uint64_t)> fn, const char* call);
-  void HandleInitialize(const Peer& peer, const p::Initialize& in);
-  void HandleRequestTrialJobs(const Peer& peer, uint32_t count);
-  void HandleImport(const Peer& peer, const p::ImportData& fd);
-  // The control API's requests, from the socket or Ask: `done` after the commit.
-  void ControlRequest(const p::Body& request,
-                      std::function<void(const Status&, const p::Packed&)> done);
-
-  // server_plugins.cc
-  void PostTuner(std::function<void()> fn, const char* call);
-  void PostAssessor(std::function<void()> fn, const char* call);
-  Status SendTrial(int64_t id, p::Packed params);
-  void PluginFailed(const char* kind, const Status& st);
-
-  // server_store.cc: plugin calls and acknowledgements wait for the commit.
-  void AfterCommit(std::function<void()> fn);
+  void OfferSent();
   void SendAcks();
-  bool CommitStore();
-  void FlushStore(bool final);
-  std::chrono::milliseconds PollTimeout(std::chrono::milliseconds idle) const;
-  uint64_t CheckpointKey() const;
-  void Checkpoint(std::optional<Clock::time_point> wait_until = std::nullopt);
+  void StoreFailed(const Status& st, bool first);
 
   ServerOptions options_;
-  PluginRegistry* registry_;
-  zmq::context_t ctx_;
-  zmq::socket_t control_, jobs_, results_, events_;
-  // After the context and sockets: stops (and closes its sockets) first.
-  std::unique_ptr<ConnectionGate> gate_;
-  size_t subscription_bytes_ = 0;  // of the distinct topics subscribed on events_
-  // Distinct subscribed topics that event.ME matches (a prefix of it): with
-  // none, a metric's event is neither encoded nor sent (one per result).
-  size_t metric_event_topics_ = 0;
-  DropLog control_drops_{"control socket"};
-  DropLog results_drops_{"results socket"};
-  DropLog events_drops_{"events socket"};
-  Endpoints bound_{"", "", "", ""};  // nothing until Bind()
-  int wake_[2] = {-1, -1};
-  std::atomic<bool> wake_pending_{false};
+  ServerSockets sockets_{options_};
+  LoopSignal loop_;
   std::atomic<bool> stop_requested_{false};
-  std::mutex completions_mu_;
-  std::deque<std::function<void()>> completions_;
-  uint64_t next_id_ = 0;
-  bool jobs_blocked_ = false;  // the last job send hit the HWM
   const uint64_t kill_after_offers_ = server_detail::FailpointCount("kill-after-offers");
   uint64_t offers_sent_ = 0;
-
-  p::ExperimentSpec spec_;
-  // After the sockets and the stop flag it uses; stopped first in ~Impl.
-  PluginStrands plugins_{registry_, &stop_requested_};
-  std::map<std::string, bool> checkpoint_failing_;  // by kind
+  ExperimentState state_;
+  WorkerKeys workers_by_key_;
   Engine engine_;
-  bool configured_ = false;
-  bool configuring_ = false;
-  bool read_only_ = false;  // a viewed experiment: IsMutatingRequest requests are refused
+  StoreBatch batch_;
+  // After the loop, the store and the stop flag they use; stopped first in
+  // ~Impl.
+  ServerPlugins plugins_;
+  ResultRouter results_;
+  ControlRouter control_{*this};
+  ExperimentLoader loader_{*this};
+  AckBatch acks_;  // MA of this turn (with a store: of this commit)
   bool running_ = false;
+  bool deduplicating_ = false;  // the DeduplicateMiddleware is in the engine
   std::vector<TrialSummary> finished_;
   std::function<void(const TrialSummary&)> on_trial_end_;
   std::function<void()> on_tick_;
   Clock::time_point ticked_at_{};
-
-  Store* store_ = nullptr;
-  bool store_failed_ = false;
-  bool viewed_ = false;
-  bool deduplicating_ = false;
-  std::vector<std::function<void()>> after_commit_;
-  // Trials written in the batch not committed yet: an offer of one of them
-  // is journaled first, an offer of any other trial is not (§5.3).
-  std::unordered_set<std::string> uncommitted_trials_;
-  bool journal_failing_ = false;  // the store's offer journal refused a record
-  AckBatch acks_;  // MA of this turn (with a store: of this commit)
-  PendingReplies<Peer> waiting_requests_{p::kMaxQueuedPluginRequests};
-  WorkerKeys workers_by_key_;
-  ExperimentStatus stored_status_ = ExperimentStatus::kInitialized;
-  Clock::time_point meta_written_{};
-  Clock::time_point checkpointed_at_ = Clock::now();
-  uint64_t checkpointed_key_ = 0;
-  bool checkpoint_due_ = false;  // after an import
-  int64_t results_handed_ = 0;   // results (and imports) given to the tuner, ever
-  int64_t stored_next_id_ = -1;
-  // Tuner generate calls posted and not answered yet, since when the turn's
-  // commit waits for one, since when a journaled offer waits for its commit,
-  // and when the commit is due (server_store.cc, FlushStore).
-  int generates_in_flight_ = 0;
-  std::optional<Clock::time_point> commit_deferred_since_;
-  std::optional<Clock::time_point> offer_journaled_at_;
-  std::optional<Clock::time_point> commit_due_;
 };
 
 }  // namespace tunehost::host

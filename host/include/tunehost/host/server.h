@@ -177,8 +177,11 @@ class Server {
   // program should end with _exit after its last output.
   bool abandoned_plugin() const;
 
- private:
+  // The implementation, private to the host library: named here so that its
+  // parts (host/src/server_impl.h) can refer to it.
   class Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 
