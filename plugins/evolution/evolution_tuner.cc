@@ -47,9 +47,7 @@ void EvolutionTuner::UpdateSearchSpace(const msgpack::object& space) {
   if (space_) {
     // Running trials keep their place; their results join the new population
     // when their parameters fit the new space.
-    for (auto& [id, run] : running_) {
-      if (run.config) run.config = next.Refit(*space_, *run.config);
-    }
+    running_.Refit(next, *space_);
   }
   space_ = std::move(next);
   population_.clear();
@@ -121,7 +119,7 @@ sdk::Assignment EvolutionTuner::Breed() {
 void EvolutionTuner::Start(int64_t id, msgpack::packer<msgpack::sbuffer>& out) {
   sdk::Assignment config = Breed();
   Space().Pack(config, out);
-  running_[id] = Running{std::move(config), false};
+  running_.Start(id, std::move(config));
 }
 
 void EvolutionTuner::Unstart(int64_t id) {
@@ -253,17 +251,7 @@ std::string EvolutionTuner::SaveState() {
     }
   }
   pk.pack(std::string("running"));  // [[id, config or nil, has_result], ...]
-  pk.pack_array(static_cast<uint32_t>(running_.size()));
-  for (const auto& [id, run] : running_) {
-    pk.pack_array(3);
-    pk.pack(id);
-    if (run.config) {
-      sdk::PackAssignment(pk, *run.config);
-    } else {
-      pk.pack_nil();
-    }
-    pk.pack(run.has_result);
-  }
+  running_.Pack(pk);
   pk.pack(std::string("credits"));
   pk.pack_array(static_cast<uint32_t>(credits_.size()));
   for (int64_t id : credits_) pk.pack(id);
@@ -296,22 +284,7 @@ void EvolutionTuner::LoadState(std::string_view state) {
                                 : std::optional<double>(sdk::AsDouble(f, "fitness"))});
   }
 
-  std::map<int64_t, Running> run;
-  if (running == nullptr || running->type != msgpack::type::ARRAY) BadState("no running");
-  for (uint32_t i = 0; i < running->via.array.size; ++i) {
-    const msgpack::object& e = running->via.array.ptr[i];
-    if (e.type != msgpack::type::ARRAY || e.via.array.size != 3 ||
-        !sdk::IsInteger(e.via.array.ptr[0]) || e.via.array.ptr[2].type != msgpack::type::BOOLEAN) {
-      BadState("bad running entry");
-    }
-    Running r;
-    if (e.via.array.ptr[1].type != msgpack::type::NIL) {
-      r.config = sdk::UnpackAssignment(e.via.array.ptr[1], *space_);
-      if (!r.config) BadState("a running configuration does not fit the search space");
-    }
-    r.has_result = e.via.array.ptr[2].via.boolean;
-    run.emplace(sdk::AsInt64(e.via.array.ptr[0], "running id"), std::move(r));
-  }
+  sdk::RunningConfigs run = sdk::RunningConfigs::Unpack(running, *space_, "evolution");
 
   std::deque<int64_t> kept;
   if (credits == nullptr || credits->type != msgpack::type::ARRAY) BadState("no credits");

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "tunehost/sdk/cpp/helper.h"
+#include "tunehost/sdk/cpp/running_configs.h"
 #include "tunehost/sdk/cpp/search_space.h"
 
 namespace tunehost::plugins {
@@ -94,11 +95,6 @@ class EvolutionTuner : public sdk::Tuner {
   const std::deque<int64_t>& credits() const { return credits_; }
 
  private:
-  struct Running {
-    std::optional<sdk::Assignment> config;  // none: does not fit a newer search space
-    bool has_result = false;
-  };
-
   const sdk::SearchSpace& Space() const;
   // The next trial's configuration (NNI's _generate_individual).
   sdk::Assignment Breed();
@@ -121,7 +117,7 @@ class EvolutionTuner : public sdk::Tuner {
 
   std::vector<Individual> population_;
   // Trials generated and not ended, by id.
-  std::map<int64_t, Running> running_;
+  sdk::RunningConfigs running_;
   // Ids asked for while population_size trials were running, oldest first.
   std::deque<int64_t> credits_;
   bool warned_credit_ = false;

@@ -81,9 +81,7 @@ const sdk::SearchSpace& Nsga2Tuner::Space() const {
 void Nsga2Tuner::UpdateSearchSpace(const msgpack::object& space) {
   sdk::SearchSpace next = sdk::SearchSpace::Parse(space);
   if (space_) {
-    for (auto& [id, run] : running_) {
-      if (run.config) run.config = next.Refit(*space_, *run.config);
-    }
+    running_.Refit(next, *space_);
   }
   space_ = std::move(next);
   generation_ = 0;
@@ -148,7 +146,7 @@ sdk::Assignment Nsga2Tuner::Child() {
 bool Nsga2Tuner::GenerateParameters(int64_t parameter_id, msgpack::packer<msgpack::sbuffer>& out) {
   sdk::Assignment config = Child();
   Space().Pack(config, out);
-  running_[parameter_id] = Running{std::move(config), false};
+  running_.Start(parameter_id, std::move(config));
   return true;
 }
 
@@ -218,17 +216,7 @@ std::string Nsga2Tuner::SaveState() {
   pk.pack(std::string("current"));
   PackMembers(pk, current_);
   pk.pack(std::string("running"));  // [[id, config or nil, has_result], ...]
-  pk.pack_array(static_cast<uint32_t>(running_.size()));
-  for (const auto& [id, run] : running_) {
-    pk.pack_array(3);
-    pk.pack(id);
-    if (run.config) {
-      sdk::PackAssignment(pk, *run.config);
-    } else {
-      pk.pack_nil();
-    }
-    pk.pack(run.has_result);
-  }
+  running_.Pack(pk);
   return std::string(buffer.data(), buffer.size());
 }
 
@@ -251,22 +239,7 @@ void Nsga2Tuner::LoadState(std::string_view state) {
                                               objectives_.objectives().size());
   std::vector<Member> current = UnpackMembers(sdk::FindKey(o, "current"), "current", *space_,
                                               objectives_.objectives().size());
-  std::map<int64_t, Running> run;
-  if (running == nullptr || running->type != msgpack::type::ARRAY) BadState("no running");
-  for (uint32_t i = 0; i < running->via.array.size; ++i) {
-    const msgpack::object& e = running->via.array.ptr[i];
-    if (e.type != msgpack::type::ARRAY || e.via.array.size != 3 ||
-        !sdk::IsInteger(e.via.array.ptr[0]) || e.via.array.ptr[2].type != msgpack::type::BOOLEAN) {
-      BadState("bad running entry");
-    }
-    Running r;
-    if (e.via.array.ptr[1].type != msgpack::type::NIL) {
-      r.config = sdk::UnpackAssignment(e.via.array.ptr[1], *space_);
-      if (!r.config) BadState("a running configuration does not fit the search space");
-    }
-    r.has_result = e.via.array.ptr[2].via.boolean;
-    run.emplace(sdk::AsInt64(e.via.array.ptr[0], "running id"), std::move(r));
-  }
+  sdk::RunningConfigs run = sdk::RunningConfigs::Unpack(running, *space_, "nsga2");
   seed_ = random.seed;
   rng_ = random.rng;
   generation_ = static_cast<int64_t>(generation->via.u64);

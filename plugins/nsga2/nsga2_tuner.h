@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "tunehost/sdk/cpp/helper.h"
+#include "tunehost/sdk/cpp/running_configs.h"
 #include "tunehost/sdk/cpp/objectives.h"
 #include "tunehost/sdk/cpp/pareto.h"
 #include "tunehost/sdk/cpp/search_space.h"
@@ -95,11 +96,6 @@ class Nsga2Tuner : public sdk::Tuner {
   const std::vector<Member>& current() const { return current_; }
 
  private:
-  struct Running {
-    std::optional<sdk::Assignment> config;  // none: does not fit a newer search space
-    bool has_result = false;
-  };
-
   const sdk::SearchSpace& Space() const;
   sdk::Assignment Child();
   const Member& Tournament();
@@ -117,7 +113,7 @@ class Nsga2Tuner : public sdk::Tuner {
   int64_t generation_ = 0;
   std::vector<Member> parents_;  // breed generation_ (empty in generation 0)
   std::vector<Member> current_;  // generation_'s results so far
-  std::map<int64_t, Running> running_;
+  sdk::RunningConfigs running_;
 };
 
 }  // namespace tunehost::plugins

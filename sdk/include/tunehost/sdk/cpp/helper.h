@@ -289,22 +289,51 @@ inline std::string_view View(th_bytes_t bytes) {
   return std::string_view(reinterpret_cast<const char*>(bytes.data), bytes.size);
 }
 
-// A tuner instance as the host sees it: the C vtable, then the object.
-struct TunerHandle {
-  th_tuner_t vtable;
-  std::unique_ptr<Tuner> tuner;
+// A plugin instance as the host sees it: the C vtable, then the object. The
+// calls a tuner and an assessor share (destroy, save_state, load_state) are
+// here; TunerHandle and AssessorHandle add their own.
+template <class VTable, class Object, void* VTable::*kData>
+struct Handle {
+  VTable vtable;
+  std::unique_ptr<Object> object;
 
-  static Tuner& Of(const th_tuner_t* self) {
-    return *static_cast<TunerHandle*>(self->tuner_data)->tuner;
+  static Object& Of(const VTable* self) {
+    return *static_cast<Handle*>(self->*kData)->object;
   }
 
-  static void Destroy(const th_tuner_t* self) noexcept {
+  static void Destroy(const VTable* self) noexcept {
     // A throwing destructor cannot be reported here; the instance goes anyway.
     try {
-      delete static_cast<TunerHandle*>(self->tuner_data);
+      delete static_cast<Handle*>(self->*kData);
     } catch (...) {
     }
   }
+
+  static th_status SaveState(const VTable* self, const th_byte_writer_t* out,
+                             th_error_t* err) noexcept {
+    th_status written = TH_OK;
+    th_status st = Guard(err, [&] { written = WriteAll(out, Of(self).SaveState()); });
+    return st != TH_OK ? st : written;
+  }
+
+  static th_status LoadState(const VTable* self, th_bytes_t state, th_error_t* err) noexcept {
+    return Guard(err, [&] { Of(self).LoadState(View(state)); });
+  }
+
+  // The handle of `object`, its vtable made by `vtable_of(data pointer)`;
+  // the host owns it from then on (destroy).
+  template <class VTableOf>
+  static const VTable* Create(std::unique_ptr<Object> object, VTableOf vtable_of) {
+    auto handle = std::make_unique<Handle>();
+    handle->object = std::move(object);
+    handle->vtable = vtable_of(static_cast<void*>(handle.get()));
+    return &handle.release()->vtable;
+  }
+};
+
+struct TunerHandle {
+  using Base = Handle<th_tuner_t, Tuner, &th_tuner_t::tuner_data>;
+  static Tuner& Of(const th_tuner_t* self) { return Base::Of(self); }
 
   static th_status UpdateSearchSpace(const th_tuner_t* self, th_bytes_t space,
                                      th_error_t* err) noexcept {
@@ -356,41 +385,18 @@ struct TunerHandle {
     });
   }
 
-  static th_status SaveState(const th_tuner_t* self, const th_byte_writer_t* out,
-                             th_error_t* err) noexcept {
-    th_status written = TH_OK;
-    th_status st = Guard(err, [&] { written = WriteAll(out, Of(self).SaveState()); });
-    return st != TH_OK ? st : written;
-  }
-
-  static th_status LoadState(const th_tuner_t* self, th_bytes_t state, th_error_t* err) noexcept {
-    return Guard(err, [&] { Of(self).LoadState(View(state)); });
-  }
-
   static const th_tuner_t* Create(std::unique_ptr<Tuner> tuner) {
-    auto handle = std::make_unique<TunerHandle>();
-    handle->tuner = std::move(tuner);
-    handle->vtable = th_tuner_t{sizeof(th_tuner_t), handle.get(), &Destroy, &UpdateSearchSpace,
-                                &Generate,          &ReceiveTrialResult, &TrialEnd, &ImportData,
-                                &SaveState,         &LoadState};
-    return &handle.release()->vtable;
+    return Base::Create(std::move(tuner), [](void* data) {
+      return th_tuner_t{sizeof(th_tuner_t), data,       &Base::Destroy,  &UpdateSearchSpace,
+                        &Generate,          &ReceiveTrialResult, &TrialEnd, &ImportData,
+                        &Base::SaveState,   &Base::LoadState};
+    });
   }
 };
 
 struct AssessorHandle {
-  th_assessor_t vtable;
-  std::unique_ptr<Assessor> assessor;
-
-  static Assessor& Of(const th_assessor_t* self) {
-    return *static_cast<AssessorHandle*>(self->assessor_data)->assessor;
-  }
-
-  static void Destroy(const th_assessor_t* self) noexcept {
-    try {
-      delete static_cast<AssessorHandle*>(self->assessor_data);
-    } catch (...) {
-    }
-  }
+  using Base = Handle<th_assessor_t, Assessor, &th_assessor_t::assessor_data>;
+  static Assessor& Of(const th_assessor_t* self) { return Base::Of(self); }
 
   static th_status AssessTrial(const th_assessor_t* self, const char* trial_id,
                                th_bytes_t history, th_assessment_t* result,
@@ -408,24 +414,11 @@ struct AssessorHandle {
     return Guard(err, [&] { Of(self).TrialEnd(trial_id ? trial_id : "", success); });
   }
 
-  static th_status SaveState(const th_assessor_t* self, const th_byte_writer_t* out,
-                             th_error_t* err) noexcept {
-    th_status written = TH_OK;
-    th_status st = Guard(err, [&] { written = WriteAll(out, Of(self).SaveState()); });
-    return st != TH_OK ? st : written;
-  }
-
-  static th_status LoadState(const th_assessor_t* self, th_bytes_t state,
-                             th_error_t* err) noexcept {
-    return Guard(err, [&] { Of(self).LoadState(View(state)); });
-  }
-
   static const th_assessor_t* Create(std::unique_ptr<Assessor> assessor) {
-    auto handle = std::make_unique<AssessorHandle>();
-    handle->assessor = std::move(assessor);
-    handle->vtable = th_assessor_t{sizeof(th_assessor_t), handle.get(), &Destroy, &AssessTrial,
-                                   &TrialEnd, &SaveState, &LoadState};
-    return &handle.release()->vtable;
+    return Base::Create(std::move(assessor), [](void* data) {
+      return th_assessor_t{sizeof(th_assessor_t), data,     &Base::Destroy,   &AssessTrial,
+                           &TrialEnd,             &Base::SaveState, &Base::LoadState};
+    });
   }
 };
 
