@@ -255,7 +255,7 @@ ExperimentSummary Server::Impl::Summary() const {
 }
 
 // --- EngineSink: the transport ---
-// An offer leaves once its trial is durable (StoreBatch::Offerable).
+// An offer leaves once its trial is durable (ServerStore::Offerable).
 bool Server::Impl::SendJob(const p::NewTrialJob& job) {
   if (!batch_.Offerable(job.trial_id)) return false;
   const bool sent = sockets_.SendJob(job);

@@ -4,7 +4,7 @@
 //   ResultRouter   (result_router.cc)   the results socket's messages
 //   ControlRouter  (control_router.cc)  the control socket's requests
 //   ServerPlugins  (server_plugins.cc)  plugin calls, watchdog, checkpoints
-//   StoreBatch     (store_batch.cc)     a turn's writes and their commit
+//   ServerStore    (server_store.cc)    a turn's writes and their commit
 //   ExperimentLoader (experiment_loader.cc) resume and view from a store
 // Impl (server.cc) owns them and the engine, runs the poll loop, and is the
 // engine's EngineSink, handing each call to the part that does it.
@@ -34,7 +34,7 @@
 #include "result_router.h"
 #include "server_plugins.h"
 #include "server_sockets.h"
-#include "store_batch.h"
+#include "server_store.h"
 
 namespace tunehost::host {
 
@@ -141,7 +141,7 @@ class Server::Impl final : public EngineSink {
   Engine& engine() { return engine_; }
   ServerSockets& sockets() { return sockets_; }
   LoopSignal& loop() { return loop_; }
-  StoreBatch& batch() { return batch_; }
+  ServerStore& batch() { return batch_; }
   ServerPlugins& plugins() { return plugins_; }
   WorkerKeys& workers_by_key() { return workers_by_key_; }
   // Creates the plugins of `spec` and sets the engine up for it.
@@ -164,7 +164,7 @@ class Server::Impl final : public EngineSink {
   ExperimentState state_;
   WorkerKeys workers_by_key_;
   Engine engine_;
-  StoreBatch batch_;
+  ServerStore batch_;
   // After the loop, the store and the stop flag they use; stopped first in
   // ~Impl.
   ServerPlugins plugins_;

@@ -19,7 +19,7 @@ constexpr auto kCheckpointInterval = std::chrono::seconds(5);
 }  // namespace
 
 ServerPlugins::ServerPlugins(PluginRegistry* registry, const std::atomic<bool>* stop_requested,
-                             Engine* engine, LoopSignal* loop, StoreBatch* batch,
+                             Engine* engine, LoopSignal* loop, ServerStore* batch,
                              EngineSink* events)
     : stop_requested_(stop_requested),
       engine_(engine),

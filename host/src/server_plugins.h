@@ -20,7 +20,7 @@
 
 #include "loop_signal.h"
 #include "plugin_strands.h"
-#include "store_batch.h"
+#include "server_store.h"
 
 namespace tunehost::host {
 
@@ -31,7 +31,7 @@ class ServerPlugins {
   // `events` publishes the plugins' ER events; every pointer must outlive
   // this, and `stop_requested` ends waits early.
   ServerPlugins(PluginRegistry* registry, const std::atomic<bool>* stop_requested,
-                Engine* engine, LoopSignal* loop, StoreBatch* batch, EngineSink* events);
+                Engine* engine, LoopSignal* loop, ServerStore* batch, EngineSink* events);
 
   // Creates the strands and, on them, the plugins of `spec` (a create that
   // hangs is caught like any plugin call); the search space is applied by
@@ -89,7 +89,7 @@ class ServerPlugins {
   const std::atomic<bool>* stop_requested_;
   Engine* engine_;
   LoopSignal* loop_;
-  StoreBatch* batch_;
+  ServerStore* batch_;
   EngineSink* events_;
   PluginStrands strands_;
   int generates_in_flight_ = 0;

@@ -20,11 +20,11 @@
 
 namespace tunehost::host {
 
-class StoreBatch {
+class ServerStore {
  public:
   // `on_failure` runs when a commit fails; `first` the first time.
   using FailureFn = std::function<void(const Status& st, bool first)>;
-  StoreBatch(Engine* engine, const WorkerKeys* keys, FailureFn on_failure);
+  ServerStore(Engine* engine, const WorkerKeys* keys, FailureFn on_failure);
 
   void Use(Store* store) { store_ = store; }
   // Null without a store.

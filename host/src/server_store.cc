@@ -1,4 +1,4 @@
-#include "store_batch.h"
+#include "server_store.h"
 
 #include <algorithm>
 #include <chrono>
@@ -30,10 +30,10 @@ double WallNow() {
 
 }  // namespace
 
-StoreBatch::StoreBatch(Engine* engine, const WorkerKeys* keys, FailureFn on_failure)
+ServerStore::ServerStore(Engine* engine, const WorkerKeys* keys, FailureFn on_failure)
     : engine_(engine), keys_(keys), on_failure_(std::move(on_failure)) {}
 
-void StoreBatch::AfterCommit(std::function<void()> fn) {
+void ServerStore::AfterCommit(std::function<void()> fn) {
   if (store_) {
     after_commit_.push_back(std::move(fn));
   } else {
@@ -43,7 +43,7 @@ void StoreBatch::AfterCommit(std::function<void()> fn) {
 
 // Nothing more is acknowledged after a failed commit: workers keep their
 // results.
-bool StoreBatch::Commit() {
+bool ServerStore::Commit() {
   if (!store_) return true;
   Status st = store_->Commit();
   if (st.ok()) {
@@ -58,7 +58,7 @@ bool StoreBatch::Commit() {
   return false;
 }
 
-std::chrono::milliseconds StoreBatch::PollTimeout(std::chrono::milliseconds idle) const {
+std::chrono::milliseconds ServerStore::PollTimeout(std::chrono::milliseconds idle) const {
   if (!due_) return idle;
   // The poll counts in milliseconds.
   return std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*due_ - Clock::now()),
@@ -69,7 +69,7 @@ std::chrono::milliseconds StoreBatch::PollTimeout(std::chrono::milliseconds idle
 // answer up to kCommitDeferral, so that one commit takes the turn's writes
 // (a trial's end) and the trial it makes; after an offer that left before
 // its commit, it waits kOfferCommitDelay.
-bool StoreBatch::Flush(bool final, bool generating) {
+bool ServerStore::Flush(bool final, bool generating) {
   if (!writable()) return false;
   const auto now = Clock::now();
   if (!final) {
@@ -117,7 +117,7 @@ bool StoreBatch::Flush(bool final, bool generating) {
 // commit is several locks and writes) and committed with the turn's other
 // writes after the offer has left. When the journal fails, the turn commits
 // first.
-bool StoreBatch::Offerable(const std::string& trial_id) {
+bool ServerStore::Offerable(const std::string& trial_id) {
   if (uncommitted_trials_.count(trial_id) == 0) return true;
   const Status st = store_->JournalTrial(trial_id);
   if (st.ok()) {
@@ -129,7 +129,7 @@ bool StoreBatch::Offerable(const std::string& trial_id) {
   return Commit();
 }
 
-void StoreBatch::TrialChanged(const Trial& t, std::string_view event, std::string_view detail) {
+void ServerStore::TrialChanged(const Trial& t, std::string_view event, std::string_view detail) {
   if (!store_) return;
   const double now = WallNow();
   const bool started = event == "started" || event == "reattached";
@@ -144,7 +144,7 @@ void StoreBatch::TrialChanged(const Trial& t, std::string_view event, std::strin
   if (event == "requeued") store_->SupersedeMetrics(t.id, t.attempt);
 }
 
-void StoreBatch::MetricAccepted(const Trial& t, const protocol::ReportMetricData& m) {
+void ServerStore::MetricAccepted(const Trial& t, const protocol::ReportMetricData& m) {
   if (store_) store_->PutMetric(t.id, m);
 }
 
