@@ -16,8 +16,7 @@
 // (WalCheckpointer), not inside the loop's COMMIT.
 #pragma once
 
-#include <sqlite3.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -33,8 +32,10 @@
 namespace tunehost::host {
 
 struct Trial;
-struct TrialRow;
-struct TrialEventRow;
+class StoreBatch;
+class StoreDatabase;
+class StoreJournal;
+class StoreQueries;
 class WalCheckpointer;
 
 inline constexpr int kStoreSchemaVersion = 4;
@@ -123,7 +124,7 @@ class Store {
   Status JournalTrial(const std::string& trial_id);
   // Offers this open replayed from the journal into the database.
   size_t replayed_offers() const { return replayed_offers_; }
-  bool failed() const { return !error_.empty(); }
+  bool failed() const;
 
   // --- reads ---
   std::optional<std::string> Meta(std::string_view key) const;
@@ -139,39 +140,16 @@ class Store {
 
  private:
   Store() = default;
-  Status Exec(const char* sql);
-  Status Migrate(bool read_only);
-  sqlite3_stmt* Prepare(const char* sql) const;
-  void Begin();
-  void Step(sqlite3_stmt* st, const char* what);
-  void Fail(const char* what);
-  void WriteMetricRuns();
-  void WriteTrialRow(const TrialRow& r);
-  void WriteTrialEvent(const TrialEventRow& r);
-  Status ReplayJournal();
-
-  // The open batch's results of one trial, attempt and type, written as one
-  // row of `metric_runs` (schema version 4) when the batch commits.
-  struct MetricRun {
-    std::string trial_id;
-    uint32_t attempt = 0;
-    std::string_view type;  // p::ToString's static text
-    std::string items;      // JSON: [[sequence, scalar, offset, length], ...
-    std::string vals;       // the results' msgpack values, back to back
-  };
-  // A run past this many bytes of values is closed and another opened.
-  static constexpr size_t kMaxRunBytes = size_t{1} << 20;
 
   std::filesystem::path file_;
-  sqlite3* db_ = nullptr;
-  bool in_batch_ = false;
-  std::string error_;
-  mutable std::map<const char*, sqlite3_stmt*> statements_;  // by SQL text pointer
-  std::unique_ptr<WalCheckpointer> checkpointer_;  // writable stores
-  std::vector<MetricRun> runs_;
-  // The offer journal and what the open batch wrote of each trial (store.cc).
-  struct Journal;
-  std::unique_ptr<Journal> journal_;  // writable stores
+  // Its parts (host/src): the connection and schema, the reads, the write
+  // batch, the offer journal (writable stores) and the WAL's checkpoints
+  // (writable stores).
+  std::unique_ptr<StoreDatabase> db_;
+  std::unique_ptr<StoreQueries> queries_;
+  std::unique_ptr<StoreBatch> batch_;
+  std::unique_ptr<StoreJournal> journal_;
+  std::unique_ptr<WalCheckpointer> checkpointer_;
   size_t replayed_offers_ = 0;
 };
 
