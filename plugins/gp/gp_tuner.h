@@ -41,19 +41,23 @@
 #include <utility>
 #include <vector>
 
+#include "gp_model.h"
 #include "tunehost/sdk/cpp/helper.h"
 #include "tunehost/sdk/cpp/search_space.h"
 
 namespace tunehost::plugins {
 
+// The plugin: class_args, the search space and its unit cube, the results
+// and running trials, the saved state. The model and the search for the
+// acquisition's maximum are GpModel's (gp_model.h).
 class GpTuner : public sdk::Tuner {
  public:
   // Results the model holds at most (the newest): fitting costs their cube.
-  static constexpr size_t kMaxModelPoints = 500;
+  static constexpr size_t kMaxModelPoints = GpModel::kMaxPoints;
   static constexpr int64_t kMaxWarmUp = 10000000;
   static constexpr int64_t kMaxStartingPoints = 100000;
 
-  enum class Utility { kEi, kUcb, kPoi };
+  using Utility = GpModel::Utility;
 
   // class_args (NNI's names and defaults): optimize_mode ("maximize"),
   // utility ("ei" | "ucb" | "poi"), kappa (5, >= 0), xi (0, >= 0), nu (2.5:
@@ -77,43 +81,23 @@ class GpTuner : public sdk::Tuner {
   size_t dimensions() const { return dims_; }
   size_t observations() const { return points_.size(); }
   // The length scale of the last model fitted (0 before the first).
-  double length_scale() const { return length_scale_; }
-  Utility utility() const { return utility_; }
+  double length_scale() const { return model_.length_scale(); }
+  Utility utility() const { return model_.utility(); }
 
  private:
-  // A GP fitted to points (rows of X) and standardized targets.
-  struct Model {
-    Eigen::MatrixXd X;
-    Eigen::LLT<Eigen::MatrixXd> llt;
-    Eigen::VectorXd alpha;  // K^-1 y (standardized)
-    double y_mean = 0, y_std = 1, length = 1;
-  };
-
   const sdk::SearchSpace& Space() const;
   Eigen::VectorXd PointOf(const sdk::Assignment& a) const;
   sdk::Assignment AssignmentOf(const Eigen::VectorXd& u) const;
   void Observe(Eigen::VectorXd u, double metric);
-  // The kernel of points at distances `r` for a length scale.
-  Eigen::MatrixXd Kernel(const Eigen::MatrixXd& r, double length) const;
-  // Fits X, y with the given length scale; false when K is not usable.
-  bool Fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, double length, Model* m,
-           double* log_likelihood) const;
-  // The fitted model of the results (and, as believed, the running trials).
-  Model FitModel();
-  // Acquisition values of candidates (columns of C).
-  Eigen::VectorXd Acquisition(const Model& m, const Eigen::MatrixXd& C, double best) const;
-  Eigen::VectorXd Suggest();
 
   bool maximize_ = true;
-  Utility utility_ = Utility::kEi;
-  double kappa_ = 5, xi_ = 0, nu_ = 2.5, alpha_ = 1e-6;
-  int64_t cold_start_ = 10, warm_up_ = 100000, starting_points_ = 250;
+  int64_t cold_start_ = 10;
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
+  GpModel model_;
 
   std::optional<sdk::SearchSpace> space_;
   size_t dims_ = 0;
-  double length_scale_ = 0;
   std::deque<Eigen::VectorXd> points_;          // results: the point...
   std::deque<double> targets_;                  // ...and its target (maximized)
   std::map<int64_t, Eigen::VectorXd> running_;  // trials drawn, no result yet

@@ -45,9 +45,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -57,53 +55,17 @@
 
 #include <msgpack.hpp>
 
+#include "bracket_book.h"
 #include "tunehost/sdk/cpp/helper.h"
 #include "tunehost/sdk/cpp/search_space.h"
 
 namespace tunehost::plugins::hyperband {
 
-// The key added to every parameter map (NNI's _KEY).
-inline constexpr const char* kBudgetKey = "TRIAL_BUDGET";
-
-// Bracket sizes and budgets, in integers.
-class Geometry {
- public:
-  // The largest s with min_budget·eta^s <= max_budget (NNI's
-  // floor(log_eta(max/min) + 1e-6)); hyperband uses min_budget = 1,
-  // max_budget = R. Needs 1 <= min_budget <= max_budget, eta >= 2.
-  static int SMax(int64_t min_budget, int64_t max_budget, int64_t eta);
-
-  // R is the largest budget (hyperband's R, BOHB's max_budget).
-  Geometry(int64_t R, int64_t eta, int s_max);
-
-  int64_t R() const { return R_; }
-  int64_t eta() const { return eta_; }
-  int s_max() const { return s_max_; }
-
-  // Configurations of bracket s in round i (i <= s): n_i = floor(n/eta^i).
-  int64_t Count(int s, int i) const;
-  // Their budget: r_i = floor(r·eta^i) with r = R/eta^s, i.e. floor(R/eta^(s-i)).
-  int64_t Budget(int s, int i) const;
-
- private:
-  int64_t Power(int k) const;  // eta^k, k <= s_max (so eta^k <= R)
-
-  int64_t R_;
-  int64_t eta_;
-  int s_max_;
-};
-
-// Where a host parameter id runs: exposed for tests and logs.
-struct Placement {
-  int64_t iteration = 0;  // Hyperband iteration (NNI's curr_hb), from 0
-  int s = 0;              // bracket
-  int round = 0;          // i
-  int64_t config = 0;     // configuration index within the bracket
-  int64_t budget = 0;     // r_i
-};
-
-// The common engine. Subclasses provide the configurations of a new
-// bracket's first round and may watch results.
+// The common engine as a tuner: hands out the BracketBook's configurations
+// for the host's ids (keeping ids as credit while none can be handed out),
+// feeds it results and trial ends, saves and restores it. Subclasses
+// provide the configurations of a new bracket's first round and may watch
+// results.
 class BracketTuner : public sdk::Tuner {
  public:
   // `name` prefixes messages ("hyperband", "bohb"); `state_format` names the
@@ -121,16 +83,16 @@ class BracketTuner : public sdk::Tuner {
   std::string SaveState() override;
   void LoadState(std::string_view state) override;
 
-  const Geometry& geometry() const { return geometry_; }
+  const Geometry& geometry() const { return book_.geometry(); }
   bool maximize() const { return maximize_; }
   bool serial() const { return serial_; }
   uint64_t seed() const { return seed_; }
   // Ids kept as credit, oldest first.
-  std::vector<int64_t> credits() const { return {run_.credits.begin(), run_.credits.end()}; }
+  std::vector<int64_t> credits() const { return {book_.credits().begin(), book_.credits().end()}; }
   // Where an id handed out and not yet ended runs.
-  std::optional<Placement> Locate(int64_t parameter_id) const;
+  std::optional<Placement> Locate(int64_t parameter_id) const { return book_.Locate(parameter_id); }
   // Brackets started and not finished.
-  size_t open_brackets() const { return run_.brackets.size(); }
+  size_t open_brackets() const { return book_.open_brackets(); }
 
  protected:
   const std::string& name() const { return name_; }
@@ -157,68 +119,20 @@ class BracketTuner : public sdk::Tuner {
   [[noreturn]] void BadState(const std::string& what) const;
 
  private:
-  // One configuration's run in one round.
-  struct Slot {
-    int64_t config = 0;            // index in Bracket::configs
-    int64_t id = -1;               // host id once handed out
-    std::optional<double> result;  // finite final metric
-    bool ended = false;
-  };
-  struct Round {
-    std::vector<Slot> slots;
-    size_t ended = 0;
-  };
-  struct Bracket {
-    int64_t iteration = 0;
-    int s = 0;
-    std::vector<std::string> configs;  // packed maps without TRIAL_BUDGET
-    std::vector<Round> rounds;         // up to the current round
-  };
-  struct SlotRef {
-    int64_t bracket = 0;  // key in Progress::brackets
-    int round = 0;
-    size_t slot = 0;
-  };
-  // Everything LoadState replaces at once.
-  struct Progress {
-    std::map<int64_t, Bracket> brackets;  // started and unfinished, by number
-    std::deque<SlotRef> queue;            // to hand out, in order (NNI's generated_hyper_configs)
-    std::deque<int64_t> credits;
-    int next_s = 0;                       // NNI's curr_s
-    int64_t iteration = 0;                // NNI's curr_hb
-    int64_t next_bracket = 0;
-  };
-
   void RequireSpace() const;
   // The next configuration to hand out, starting a bracket when allowed.
   std::optional<SlotRef> Next();
-  void StartBracket();
-  // Packs the map for a slot: the configuration plus TRIAL_BUDGET.
-  msgpack::sbuffer PackSlot(const SlotRef& ref) const;
-  void Issue(const SlotRef& ref, int64_t id);
   // Hands out configurations to kept ids while both exist.
   void ServeCredits();
-  void FinishRound(int64_t bracket_number, int round);
-  Slot& SlotAt(const SlotRef& ref) {
-    return run_.brackets.at(ref.bracket).rounds[static_cast<size_t>(ref.round)].slots[ref.slot];
-  }
-  const Slot& SlotAt(const SlotRef& ref) const {
-    return run_.brackets.at(ref.bracket).rounds[static_cast<size_t>(ref.round)].slots[ref.slot];
-  }
-  Progress UnpackProgress(const msgpack::object& o) const;
 
   std::string name_;
   std::string state_format_;
   bool maximize_;
-  Geometry geometry_;
   bool serial_;
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::unique_ptr<sdk::SearchSpace> space_;  // stable address: models borrow it
-
-  Progress run_;
-  // Ids handed out and not ended yet (rebuilt from the slots on load).
-  std::map<int64_t, SlotRef> issued_;
+  BracketBook book_;
 };
 
 }  // namespace tunehost::plugins::hyperband

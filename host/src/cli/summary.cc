@@ -43,7 +43,7 @@ std::string FormatDuration(double seconds) {
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 std::vector<std::string> StderrTail(const std::string& error, size_t n) {
-  // tunehost-worker appends the trial's stderr after this line (worker.cc).
+  // tunehost-worker appends the trial's stderr after this line (trial_runner.cc).
   static constexpr std::string_view kMarker = "\nstderr (last 4 KiB):\n";
   const size_t at = error.find(kMarker);
   std::vector<std::string> lines;
