@@ -213,9 +213,47 @@ struct EngineOptions {
   Objectives objectives;
 };
 
+// Counts for the summary: trials created, offers made, rejected, made again.
+struct EngineStats {
+  uint64_t offers = 0, rejects = 0, reoffers = 0, created = 0;
+  uint64_t addressed = 0;  // offers addressed to one worker (§5.2)
+};
+
+// Slots announced by live workers, minus running: all of them, and those
+// of workers that take no addressed offers (the jobs socket's share).
+struct EngineFreeSlots {
+  size_t all = 0, push = 0;
+};
+
+// A worker as its WH described it, and what the host knows of it.
+struct WorkerInfo {
+  std::string id;
+  uint32_t slots = 1;
+  uint32_t gpus = 0;
+  std::string language, version;
+  protocol::Packed extra;  // WH resources.extra (host name, Slurm job, ...)
+  Clock::time_point last_seen{};
+  bool blocked = false;  // rejected an offer: no offers counted until its next heartbeat
+  std::unordered_set<std::string> running;
+  bool addressed = false;  // WH offers "addressed" (§5.2)
+  uint32_t offered = 0;    // addressed offers it has not answered
+  bool ack_spans = false;  // WH acks "spans" (§5.2)
+  bool in_ready = false;   // queued for an addressed offer
+};
+
+// The trial as a ParameterRecord (no lease: what events and clients see).
+protocol::NewTrialJob JobFor(const std::string& experiment_id, const Trial& trial);
+
+// The engine's face to the server, the store and tests. It owns one of each
+// of its parts (host/src/engine_parts.h: the trial table, the worker
+// registry, the offer book, ...) and hands each event to the one whose job
+// it is.
 class Engine {
  public:
   Engine(EngineOptions options, EngineSink* sink);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Replaces the options; only before Start().
   void SetOptions(EngineOptions options);
@@ -275,27 +313,20 @@ class Engine {
   // Timers: ack timeouts, worker liveness, duration budget. Call often.
   void Tick(Clock::time_point now);
 
-  ExperimentStatus status() const { return status_; }
-  const std::string& error() const { return error_; }
+  ExperimentStatus status() const;
+  const std::string& error() const;
   // DONE, STOPPED, or ERROR with nothing left running.
   bool finished() const;
   const Trial* Find(const std::string& trial_id) const;
-  const std::vector<std::string>& ended_order() const { return ended_order_; }
-  ParameterIdPool& ids() { return ids_; }
-  const EngineOptions& options() const { return options_; }
+  const std::vector<std::string>& ended_order() const;
+  ParameterIdPool& ids();
+  const EngineOptions& options() const;
   // The trial as a ParameterRecord (no lease: what events and clients see).
   protocol::NewTrialJob JobFor(const Trial& trial) const;
 
-  struct Stats {
-    uint64_t offers = 0, rejects = 0, reoffers = 0, created = 0;
-    uint64_t addressed = 0;  // offers addressed to one worker (§5.2)
-  };
-  const Stats& stats() const { return stats_; }
-  // Slots announced by live workers, minus running: all of them, and those
-  // of workers that take no addressed offers (the jobs socket's share).
-  struct FreeSlots {
-    size_t all = 0, push = 0;
-  };
+  using Stats = EngineStats;
+  const Stats& stats() const;
+  using FreeSlots = EngineFreeSlots;
   FreeSlots CountFreeSlots() const;
   size_t free_slots() const { return CountFreeSlots().all; }
 
@@ -322,7 +353,7 @@ class Engine {
   // Trials that could start now: free worker slots, within the concurrency.
   size_t IdleSlots() const;
   // Whether max_trials and max_duration still allow a new trial.
-  bool BudgetAvailable(Clock::time_point now) const { return BudgetOpen(now); }
+  bool BudgetAvailable(Clock::time_point now) const;
   // Event callbacks, called in registration order; the id removes one.
   int AddEventCallback(TrialEventCallback callback);
   void RemoveEventCallback(int id);
@@ -342,14 +373,14 @@ class Engine {
   std::vector<std::pair<std::string, uint64_t>> CountsByStatus() const;
   // The SUCCEEDED trial with the best finite final result (ties: the lower
   // sequence_id), or null. Kept as trials end.
-  const Trial* BestTrial(bool maximize) const { return maximize ? best_max_ : best_min_; }
+  const Trial* BestTrial(bool maximize) const;
   // With options().objectives: the SUCCEEDED, feasible trials no other
   // dominates, kept incrementally.
-  const ParetoFront& pareto_front() const { return front_; }
+  const ParetoFront& pareto_front() const;
   // When the last trial ended (Clock::time_point{} before any did).
-  Clock::time_point last_ended_at() const { return last_ended_at_; }
+  Clock::time_point last_ended_at() const;
   // When Start() ran (steady clock); Clock::time_point{} before.
-  Clock::time_point started_at() const { return started_; }
+  Clock::time_point started_at() const;
   // KT: a running trial gets KI (reason "user") and ends USER_CANCELED when
   // its worker answers; a waiting or offered one (and a running external
   // one, which has no worker) ends USER_CANCELED at once. NotFound for an
@@ -362,120 +393,18 @@ class Engine {
   Status UpdateLimits(std::optional<uint32_t> concurrency, std::optional<uint64_t> max_trials,
                       std::optional<double> max_duration_s, Clock::time_point now);
 
-  // A worker as its WH described it, and what the host knows of it.
-  struct Worker {
-    std::string id;
-    uint32_t slots = 1;
-    uint32_t gpus = 0;
-    std::string language, version;
-    protocol::Packed extra;  // WH resources.extra (host name, Slurm job, ...)
-    Clock::time_point last_seen{};
-    bool blocked = false;  // rejected an offer: no offers counted until its next heartbeat
-    std::unordered_set<std::string> running;
-    bool addressed = false;  // WH offers "addressed" (§5.2)
-    uint32_t offered = 0;    // addressed offers it has not answered
-    bool ack_spans = false;  // WH acks "spans" (§5.2)
-    bool in_ready = false;   // queued in ready_
-  };
+  using Worker = WorkerInfo;
   // LW: the workers the host knows.
-  const std::unordered_map<std::string, Worker>& workers() const { return workers_; }
+  const std::unordered_map<std::string, Worker>& workers() const;
   // Whether a worker id is in use: a worker the host knows, or the one a
   // restored trial waits for.
-  bool WorkerInUse(const std::string& worker_id) const {
-    return workers_.count(worker_id) != 0 || restored_waits_.count(worker_id) != 0;
-  }
+  bool WorkerInUse(const std::string& worker_id) const;
 
  private:
-
-  Trial& NewTrial(int64_t parameter_id, protocol::ParameterSource source,
-                  protocol::Packed parameters, Clock::time_point now);
-  Worker* Seen(const std::string& worker_id, Clock::time_point now);
-  // Addressed offers: a worker that takes them, whose topic subscription is
-  // live, with a slot neither running nor offered.
-  bool Addressable(const Worker& w) const;
-  void MaybeReady(Worker& w);
-  Worker* NextAddressable();
-  // The trial's offer is answered, timed out or void.
-  void CloseOffer(Trial& t);
-  static uint64_t NewLease();
-  void Requeue(Trial& trial, bool new_attempt, std::string_view why);
-  void Kill(Trial& trial, std::string_view reason);
-  void EndTrial(Trial& trial, protocol::TrialStatus status, std::string error,
-                Clock::time_point now);
-  void ReconcileRunning(Worker& worker, const std::vector<protocol::RunningTrial>& running,
-                        bool from_hello, Clock::time_point now);
-  // Whether `worker_id` may take back a trial the host restored as running
-  // (wire-format.md §5.3): only the worker that ran it.
-  static bool MayReattach(const Trial& trial, const std::string& worker_id);
-  void StopAwaitingReattach(Trial& trial);
-  void DropWorker(const std::string& worker_id, std::string_view why, Clock::time_point now);
-  // A running or offered trial whose worker is gone: offered again as a new
-  // attempt, unless its FINAL was accepted, when it ends SUCCEEDED.
-  void WorkerLost(Trial& trial, std::string_view why, Clock::time_point now);
-  bool BudgetOpen(Clock::time_point now) const;
-  // OK while the experiment takes new trials (AD, GE).
-  Status TakesNewTrials() const;
-  void Pump(Clock::time_point now);
-  void UpdateStatus(Clock::time_point now);
-  size_t ActiveCount() const { return waiting_.size() + offered_.size() + running_; }
-  // Stops waiting for the credits the tuner has not claimed yet.
-  void RevokeCredits();
-
-  EngineOptions options_;
-  EngineSink* sink_;
-  ParameterIdPool ids_;
-  ExperimentStatus status_ = ExperimentStatus::kInitialized;
-  std::string error_;
-  Clock::time_point started_{};
-  std::unordered_map<std::string, Trial> trials_;
-  std::unordered_map<std::string, Worker> workers_;
-  // Workers that restored trials wait for, and how many trials wait.
-  std::unordered_map<std::string, size_t> restored_waits_;
-  std::deque<std::string> waiting_;  // trial ids, front first
-  std::unordered_set<std::string> offered_;  // trial ids with an unanswered offer
-  std::unordered_set<std::string> subscribed_;  // worker ids whose topic is subscribed
-  std::deque<std::string> ready_;  // workers that may take an addressed offer, in turn
-  size_t addressed_out_ = 0;       // offers in offered_ that are addressed
-  size_t running_ = 0;              // worker trials running
-  size_t external_running_ = 0;     // GE trials not ended yet
-  size_t customized_open_ = 0;      // AD trials not ended yet
-  size_t inflight_ids_ = 0;          // ids asked of the tuner, not answered
-  // Ids the tuner was asked for and did not answer (NNI's credit): it may
-  // still emit them through send_trial, so they count against the trial
-  // budget and the concurrency until then.
-  std::set<int64_t> credited_;
-  bool barrier_pending_ = false;
-  // A barrier found nothing running and nothing in flight since the last
-  // trial or tuner answer: DONE may be decided.
-  bool quiet_ = false;
-  bool tuner_exhausted_ = false;     // last request answered NO_MORE_TRIALS
-  // generate calls that failed in a row; the experiment fails at the limit.
-  static constexpr int kMaxGenerateFailures = 3;
-  int generate_failures_ = 0;
-  uint32_t consecutive_failures_ = 0;  // trials ended FAILED since the last that did not
-  uint64_t next_sequence_ = 0;
-  std::chrono::milliseconds restored_elapsed_{0};
-  std::vector<std::pair<int, TrialEventCallback>> callbacks_;
-  int next_callback_ = 0;
-  std::vector<std::unique_ptr<TrialMiddleware>> middleware_;
-  // Runs the callbacks; false when the default action must not happen.
-  bool Dispatch(TrialEvent& event);
-  // A middleware answered a new trial: it ends SUCCEEDED with `result`.
-  void AnswerFromMiddleware(Trial& trial, const protocol::Metric& result,
-                            std::string_view middleware, Clock::time_point now);
-  std::vector<std::string> ended_order_;
-  Stats stats_;
-  // What control queries read on every poll, kept incrementally so that no
-  // per-event path scans all trials (trials_ is never erased from, so the
-  // pointers stay valid).
-  void CountEnded(const Trial& trial);
-  mutable std::vector<const Trial*> in_order_;
-  mutable bool in_order_sorted_ = true;
-  uint64_t ended_counts_[5] = {};  // by protocol::TrialStatus
-  const Trial* best_max_ = nullptr;
-  const Trial* best_min_ = nullptr;
-  ParetoFront front_;
-  Clock::time_point last_ended_at_{};
+  // The parts, each with one job (host/src/engine_parts.h); allocated once,
+  // so the parts may point at each other.
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace tunehost::host
