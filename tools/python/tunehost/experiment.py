@@ -43,7 +43,6 @@ as NNI's manager does after its experiment is done.
 """
 
 import atexit
-import dataclasses
 import functools
 import json
 import os
@@ -51,15 +50,14 @@ import random
 import re
 import shutil
 import signal
-import sqlite3
 import string
 import subprocess
 import tempfile
 import time
-import urllib.parse
 
 from tunehost.control import DEFAULT_TIMEOUT_MS, ControlClient, ControlError, ControlTimeout
 from tunehost.experiment_data import TrialHyperParameters, TrialJob, TrialMetricData, TrialResult
+from tunehost.experiment_queries import ExperimentQueries, _safe_name, parse_duration
 from tunehost.keys import KeyFileError, server_key_from_host_info, untrusted_path
 from tunehost.nni_config import NNI_PLATFORMS, ExperimentConfig
 
@@ -84,24 +82,6 @@ class RunMode:
     Detach = "detach"
 
 
-def parse_duration(value):
-    """NNI's duration: a number of seconds, or a string ``"<number><unit>"``
-    with unit ``s``, ``m``, ``h`` or ``d`` (``"90s"``, ``"10m"``, ``"1.5h"``,
-    ``"2d"``); a bare number string means seconds. Returns seconds (float)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*", str(value))
-        if not m:
-            raise ValueError(f"not a duration: {value!r} (use e.g. '30s', '10m', '1h', '2d')")
-        seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"not a duration: {value!r}")
-    return seconds
-
-
 # ------------------------------------------------------------------ helpers
 
 
@@ -124,12 +104,6 @@ def _expand(path, base):
     """The host's path rule: ``~`` is the home directory, relative is relative to base."""
     path = os.path.expanduser(str(path))
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
-
-
-def _safe_name(text):
-    # tunehost-worker's rule for directory names made of ids.
-    out = re.sub(r"[^A-Za-z0-9._-]", "_", text)
-    return "_" + out[1:] if out.startswith(".") else out
 
 
 _SNAKE_KEYS = {"class_args": "classArgs", "class_name": "className", "code_directory": "codeDirectory"}
@@ -189,8 +163,29 @@ def _find_tunehost(explicit):
                             "or put tunehost on PATH")
 
 
-def _ms(seconds):
-    return None if seconds is None else int(round(seconds * 1000))
+def _read_host_file(host_file):
+    """The host's host.json as a dict; None while it is not there or is
+    caught half-written. PermissionError when it or its folder could be
+    written by another user."""
+    try:
+        for path in (os.path.dirname(host_file), host_file):
+            problem = untrusted_path(path)
+            if problem:
+                raise PermissionError(problem)
+        with open(host_file, encoding="utf-8") as f:
+            return json.load(f)
+    except PermissionError:
+        raise
+    except (OSError, ValueError):
+        return None
+
+
+def _log_tail(log_path, limit=4000):
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-limit:]
+    except (OSError, TypeError):
+        return ""
 
 
 # ------------------------------------------------------------------ Experiment
@@ -211,7 +206,7 @@ class _ClassOrInstance:
         return functools.partial(self.on_instance, obj)
 
 
-class Experiment:
+class Experiment(ExperimentQueries):
     """One tunehost experiment, started here or connected to.
 
     ``config``: NNI's platform name ``'local'`` (the config is then built
@@ -449,7 +444,7 @@ class Experiment:
             exp._attach(experiment)
         else:
             exp = cls(id=experiment, workdir=workdir, **options)
-            info = exp._read_host_file()
+            info = _read_host_file(exp.host_file)
             if info is None:
                 raise FileNotFoundError(f"experiment {experiment} is not running: no {exp.host_file}")
             exp.endpoints = info
@@ -516,161 +511,6 @@ class Experiment:
     resume = _ClassOrInstance(_resume_by_id, _resume)
     view = _ClassOrInstance(_view_by_id, _view)
 
-    # -------------------------------------------------------------- queries
-
-    def get_status(self):
-        """The experiment status: INITIALIZED RUNNING NO_MORE_TRIAL
-        TUNER_NO_MORE_TRIAL DONE STOPPING STOPPED ERROR VIEWED. Once a host
-        started here has exited, its final status (also while a view keeps
-        the ended experiment queryable)."""
-        if self._ended is not None:
-            return self._ended
-        if self._exited():
-            return self._final_status()
-        return self.get_experiment_profile()["status"]
-
-    def get_experiment_profile(self):
-        """tunehost's ExperimentStatusInfo (``ST``) as a dict: experiment_id,
-        status, error, start_time, elapsed_s, concurrency, max_trials,
-        max_duration_s, counts, best, optimize_mode, endpoints."""
-        profile = self._request("status")
-        if self._ended is not None:
-            profile["status"] = self._ended  # not the view's VIEWED
-        return profile
-
-    def list_trial_jobs(self, status=None, offset=0, limit=0):
-        """The trials (``TrialJob``), by sequence id; ``status`` filters
-        (WAITING RUNNING SUCCEEDED FAILED USER_CANCELED SYS_CANCELED
-        EARLY_STOPPED); ``offset``/``limit`` page (limit 0: all)."""
-        data = self._request("list_trials", status, offset, limit)
-        return [self._trial_job(t) for t in data["trials"]]
-
-    def get_trial_job(self, trial_job_id):
-        """One trial (``TrialJob``); ControlError ``not_found`` for an unknown id."""
-        return self._trial_job(self._request("get_trial", trial_job_id))
-
-    def get_job_statistics(self):
-        """NNI's job statistics: ``[{"trialJobStatus": s, "trialJobNumber": n}, …]``
-        for the statuses that have trials."""
-        counts = self._request("job_statistics")["counts"]
-        return [{"trialJobStatus": s, "trialJobNumber": n} for s, n in counts.items()]
-
-    def get_job_metrics(self, trial_job_id=None):
-        """Every metric: ``{trial_id: [TrialMetricData…]}`` in trial order then
-        metric order (one trial's only, with ``trial_job_id``)."""
-        records = self._request("metrics", trial_job_id)["metrics"]
-        param_ids = {}
-        if records:
-            if trial_job_id is not None:
-                param_ids[trial_job_id] = self._request("get_trial", trial_job_id)["parameter_id"]
-            else:
-                for t in self._request("list_trials", None, 0, 0)["trials"]:
-                    param_ids[t["trial_id"]] = t["parameter_id"]
-        times = self._metric_times() if records else {}
-        out = {}
-        for r in records:
-            out.setdefault(r["trial_id"], []).append(TrialMetricData(
-                timestamp=times.get((r["trial_id"], r["type"], r["sequence"])),
-                trialJobId=r["trial_id"], parameterId=param_ids.get(r["trial_id"]),
-                type=r["type"], sequence=r["sequence"], data=r["value"]))
-        return out
-
-    def _metric_times(self):
-        """When the host accepted each metric, in ms since the epoch, from the
-        experiment's store (``metrics.at``) when it is on this machine:
-        ``{(trial_id, type, sequence): ms}``; empty without a readable store
-        (``tunehost serve``, another machine)."""
-        path = os.path.join(self.workdir, _safe_name(self.id), "store.db")
-        if not os.path.exists(path):
-            return {}
-        try:
-            db = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, timeout=5)
-            try:
-                rows = db.execute("SELECT trial_id, type, sequence, at FROM metrics "
-                                  "WHERE superseded = 0 ORDER BY attempt").fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            return {}
-        return {(t, kind, seq): _ms(at) for t, kind, seq, at in rows}
-
-    def export_data(self):
-        """The SUCCEEDED trials with a final result: ``[TrialResult…]``."""
-        return [TrialResult(parameter=r["parameters"], value=r["value"], trialJobId=r["trial_id"])
-                for r in self._request("export")["records"]]
-
-    # -------------------------------------------------------------- updates
-
-    def update_trial_concurrency(self, value):
-        """Most trials running at once (≥ 1). Returns the new profile."""
-        return self._request("update", int(value), None, None)
-
-    update_concurrency = update_trial_concurrency
-
-    def update_max_trial_number(self, value):
-        """The trial budget (0: unlimited). Returns the new profile."""
-        return self._request("update", None, int(value), None)
-
-    def update_max_experiment_duration(self, value):
-        """The run-time budget: ``"10m"``, ``"1h"``, ``"2d"`` or seconds (0:
-        unlimited). Returns the new profile."""
-        return self._request("update", None, None, parse_duration(value))
-
-    def update_search_space(self, value):
-        """Replaces the search space: a dict, or the path of a JSON file."""
-        if not isinstance(value, dict):
-            with open(os.fspath(value), encoding="utf-8") as f:
-                value = json.load(f)
-        self._request("update_search_space", value)
-
-    def kill_trial_job(self, trial_job_id):
-        """Cancels a trial (it ends USER_CANCELED). ControlError ``not_found``
-        for an unknown id, ``bad_state`` for a trial that has already ended."""
-        self._request("kill_trial", trial_job_id)
-
-    def import_data(self, data):
-        """Imports finished results for the tuner: a list of NNI TrialResults
-        or dicts ``{"parameter": {...}, "value": v, "trialJobId": id?}`` (also
-        tunehost's ``parameters``/``trial_id`` names); ``value`` is a number,
-        a dict with a numeric "default", or a JSON string of one. Returns the
-        number of records imported."""
-        records = []
-        for item in data:
-            if dataclasses.is_dataclass(item):
-                item = dataclasses.asdict(item)
-            params = item.get("parameter", item.get("parameters"))
-            value = item["value"]
-            if isinstance(value, str):
-                value = json.loads(value)
-            records.append({"parameters": params, "value": value,
-                            "trial_id": item.get("trialJobId", item.get("trial_id"))})
-        return self._request("import_data", records).get("imported")
-
-    def add_trial(self, parameters):
-        """Queues a trial with these parameters (NNI's customized trial);
-        returns ``{"trial_id", "sequence_id"}``."""
-        return self._request("add_trial", parameters)
-
-    def wait_trials(self, trial_ids, timeout=None, poll_interval=0.2):
-        """Waits until every given trial has ended (NNI's ``wait_models``);
-        returns their ``TrialJob``s in the order given. Polls ``GT``; raises
-        TimeoutError after ``timeout`` seconds, ControlError ``not_found`` for
-        an unknown id."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pending = list(dict.fromkeys(trial_ids))
-        done = {}
-        while True:
-            for trial_id in list(pending):
-                job = self.get_trial_job(trial_id)
-                if job.status not in ("WAITING", "RUNNING"):
-                    done[trial_id] = job
-                    pending.remove(trial_id)
-            if not pending:
-                return [done[trial_id] for trial_id in trial_ids]
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"trials {', '.join(pending)} still running after {timeout} s")
-            time.sleep(poll_interval)
-
     # -------------------------------------------------------------- internals
 
     def _spawn(self, args, debug, timeout, pass_plugins=True, log_name="host.log"):
@@ -691,18 +531,18 @@ class Experiment:
                                             stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
-            info = self._read_host_file()
+            info = _read_host_file(self.host_file)
             if info is not None and info.get("pid") == self.process.pid:
                 break
             code = self.process.poll()
             if code is not None:
                 raise RuntimeError(f"{' '.join(command)} exited with code {code} before the "
-                                   f"experiment started:\n{self._log_tail()}")
+                                   f"experiment started:\n{_log_tail(self.log_path)}")
             if time.monotonic() > deadline:
                 self.process.kill()
                 self.process.wait()
                 raise RuntimeError(f"{self.host_file} did not appear within {timeout:.0f} s:\n"
-                                   f"{self._log_tail()}")
+                                   f"{_log_tail(self.log_path)}")
             time.sleep(0.02)
         self.endpoints = info
         self._trial_root = os.path.join(self.workdir, _safe_name(self.id), "trials")
@@ -725,26 +565,6 @@ class Experiment:
         self._control = ControlClient(endpoint, self.timeout_ms, key_file=self.key_file,
                                       server_key_file=self.server_key_file,
                                       server_key=server_key_from_host_info(host_info))
-
-    def _read_host_file(self):
-        try:
-            for path in (os.path.dirname(self.host_file), self.host_file):
-                problem = untrusted_path(path)
-                if problem:
-                    raise PermissionError(problem)
-            with open(self.host_file, encoding="utf-8") as f:
-                return json.load(f)
-        except PermissionError:
-            raise
-        except (OSError, ValueError):
-            return None  # not there yet, or caught half-written
-
-    def _log_tail(self, limit=4000):
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-limit:]
-        except (OSError, TypeError):
-            return ""
 
     def _exited(self):
         return self.process is not None and self.process.poll() is not None
@@ -770,26 +590,3 @@ class Experiment:
             raise RuntimeError(f"experiment {self.id} has ended ({self._final_status()}); its host "
                                f"exited with code {self.process.returncode}")
         return getattr(self._control, method)(*args)
-
-    def _trial_job(self, t):
-        final = t.get("final")
-        params = t.get("parameters") or {}
-        final_data = []
-        if final is not None:
-            final_data.append(TrialMetricData(timestamp=None, trialJobId=t["trial_id"],
-                                              parameterId=t.get("parameter_id"), type="FINAL",
-                                              sequence=None, data=final))
-        log_path = stderr_path = ""
-        if self._trial_root is not None and t.get("attempt") is not None:
-            log_path = os.path.join(self._trial_root,
-                                    f"{_safe_name(t['trial_id'])}-{t['attempt']}")
-            stderr_path = os.path.join(log_path, "stderr.log")
-        return TrialJob(
-            trialJobId=t["trial_id"], status=t["status"],
-            hyperParameters=[TrialHyperParameters(t.get("parameter_id"), t.get("source") or "",
-                                                  params, 0)],
-            logPath=log_path, startTime=_ms(t.get("start_time")), endTime=_ms(t.get("end_time")),
-            finalMetricData=final_data, stderrPath=stderr_path, sequenceId=t["sequence_id"],
-            parameters=params, final=final, source=t.get("source") or "",
-            attempt=t.get("attempt") or 0, worker_id=t.get("worker_id") or "",
-            intermediate_count=t.get("intermediate_count") or 0, error=t.get("error") or "")
