@@ -27,8 +27,8 @@ def write(path, text):
     return path
 
 
-class RunCommandTest(unittest.TestCase):
-    """`tunehost run EXPERIMENT.yaml`: the README's first command, end to end."""
+class RunCase(unittest.TestCase):
+    """What the `tunehost run` tests share: experiments written, run and read back."""
 
     def run_experiment(self, yaml_text, timeout=180):
         tmp = tempfile.mkdtemp(prefix="tunehost-run-")
@@ -52,26 +52,6 @@ class RunCommandTest(unittest.TestCase):
                             "trialCodeDirectory: %s\nexperimentWorkingDirectory: %s"
                             % (os.path.join(ROOT, "examples", "quadratic"), tmp))
 
-    def test_example_experiment_finishes_every_trial(self):
-        text = self.example_config("tunehost-example-")
-        proc, summary = self.run_experiment(text)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        self.assertEqual(summary["status"], "DONE")
-        trials = summary["trials"]
-        self.assertEqual(len(trials), 24)
-        self.assertEqual(sorted(t["sequence_id"] for t in trials), list(range(24)))
-        self.assertEqual(len({t["trial_id"] for t in trials}), 24)
-        for t in trials:
-            self.assertIn(t["status"], TERMINAL)
-        succeeded = [t for t in trials if t["status"] == "SUCCEEDED"]
-        self.assertTrue(succeeded)
-        for t in succeeded:
-            self.assertIsNotNone(t["final_metric"])
-            self.assertGreaterEqual(t["final_metric"], 0.0)
-            self.assertLessEqual(t["final_metric"], 1.0)
-        best = max(t["final_metric"] for t in succeeded)
-        self.assertIn("%.4f" % best, proc.stdout)
-
     def run_example_with_tuner(self, prefix, tuner):
         """The example experiment with `tuner` (YAML text of the tuner's map)
         instead of its own: every trial ends, inside the space, some succeed."""
@@ -93,56 +73,6 @@ class RunCommandTest(unittest.TestCase):
             self.assertIn(p["optimizer"], ("sgd", "adam"))
         self.assertTrue(any(t["status"] == "SUCCEEDED" for t in trials))
         return summary
-
-    def test_the_example_runs_with_the_cmaes_tuner(self):
-        self.run_example_with_tuner(
-            "tunehost-cmaes-",
-            "  name: cmaes\n  classArgs: {seed: 7, popsize: 4, optimize_mode: maximize}")
-
-    def test_the_example_runs_with_nnis_gptuner_as_nni_names_it(self):
-        # NNI's builtin name and arguments: the gp tuner runs them.
-        self.run_example_with_tuner(
-            "tunehost-gp-",
-            "  name: GPTuner\n  classArgs: {optimize_mode: maximize, utility: ei, kappa: 5.0, "
-            "xi: 0.0, nu: 2.5, alpha: 1e-6, cold_start_num: 5, selection_num_warm_up: 5000, "
-            "selection_num_starting_points: 20}")
-
-    def test_medianstop_stops_a_bad_trial(self):
-        tmp = tempfile.mkdtemp(prefix="tunehost-medianstop-")
-        write(os.path.join(tmp, "trial.py"), """
-            import json, os, time
-            p = json.loads(os.environ["TUNEHOST_PARAMETERS"])
-            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
-            for step in range(8):
-                out.write(json.dumps({"value": p["x"]}) + "\\n")
-                out.flush()
-                time.sleep(0.15)
-            out.write(json.dumps({"type": "FINAL", "value": p["x"]}) + "\\n")
-            """)
-        proc, summary = self.run_experiment("""
-            searchSpace:
-              x: {_type: uniform, _value: [0, 1]}
-            trialCommand: %s trial.py
-            trialCodeDirectory: %s
-            experimentWorkingDirectory: %s
-            trialConcurrency: 1
-            maxTrialNumber: 10
-            tuner: {name: random, classArgs: {seed: 3}}
-            assessor: {name: medianstop, classArgs: {optimize_mode: maximize, start_step: 2}}
-            """ % (sys.executable, tmp, tmp))
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        statuses = collections.Counter(t["status"] for t in summary["trials"])
-        self.assertEqual(sum(statuses.values()), 10)
-        self.assertGreaterEqual(statuses["EARLY_STOPPED"], 1, statuses)
-        finished = [t for t in summary["trials"] if t["status"] == "SUCCEEDED"]
-        for t in summary["trials"]:
-            if t["status"] != "EARLY_STOPPED":
-                continue
-            # Stopped only when worse than the median of what succeeded before it.
-            before = [f["final_metric"] for f in finished if f["sequence_id"] < t["sequence_id"]]
-            self.assertTrue(before)
-            before.sort()
-            self.assertLess(t["parameters"]["x"], before[(len(before) - 1) // 2])
 
     def quick_trial(self, tmp, periodic=0):
         """A trial that reports `periodic` intermediate values and a FINAL
@@ -173,6 +103,135 @@ class RunCommandTest(unittest.TestCase):
             %s
             """ % (json.dumps(space), sys.executable, tmp, tmp, concurrency, max_trials,
                    json.dumps(tuner), assessor))
+
+    def nni_script_experiment(self, env=None):
+        """An NNI trial script with its own `import nni`, run as NNI's docs
+        write one; returns (proc, summary)."""
+        tmp = tempfile.mkdtemp(prefix="tunehost-nni-import-")
+        write(os.path.join(tmp, "trial.py"), """
+            import nni
+
+            params = nni.get_next_parameter()
+            for epoch in range(3):
+                nni.report_intermediate_result(params["x"] * (epoch + 1))
+            try:
+                from nni.compression import PRUNER  # one of a real NNI's other modules
+            except ImportError:
+                PRUNER = None
+            nni.report_final_result({"default": params["x"] * 10, "where": nni.__file__,
+                                     "pruner": PRUNER})
+            """)
+        config = write(os.path.join(tmp, "config.yml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: .
+            trialConcurrency: 2
+            maxTrialNumber: 4
+            experimentWorkingDirectory: wd
+            tuner: {name: TPE, classArgs: {optimize_mode: maximize}}
+            """ % sys.executable)
+        summary = os.path.join(tmp, "summary.json")
+        full_env = dict(os.environ)
+        # What a user has: not the test's PYTHONPATH to tools/python.
+        full_env.pop("PYTHONPATH", None)
+        full_env.update(env or {})
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
+                               "--summary-json", summary],
+                              cwd=tmp, capture_output=True, text=True, timeout=180, env=full_env)
+        with open(summary, encoding="utf-8") as f:
+            return proc, json.load(f)
+
+    def failing_experiment(self, extra=""):
+        tmp = tempfile.mkdtemp(prefix="tunehost-failing-")
+        write(os.path.join(tmp, "trial.py"), """
+            import sys
+            print("loading data", file=sys.stderr)
+            import a_module_that_is_not_there
+            """)
+        return self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 1
+            maxTrialNumber: 4
+            tuner: {name: random}
+            %s
+            """ % (sys.executable, tmp, tmp, extra))
+
+    def multi_objective_run(self, tuner_yaml, require_infeasible=True):
+        # A trial reports a map: the metric ("default"), two objectives and a
+        # constraint value (<= 0 is feasible). The summary's front must be
+        # exactly the feasible trials no other feasible trial dominates.
+        # require_infeasible: the run must hold an infeasible trial (a tuner
+        # that learns the constraint may keep every trial feasible).
+        # Returns (tmp, summary, trials, expected front).
+        tmp = tempfile.mkdtemp(prefix="tunehost-pareto-")
+        write(os.path.join(tmp, "trial.py"), """
+            import nni
+
+            p = nni.get_next_parameter()
+            f1 = p["x"]
+            f2 = (1 - p["x"]) ** 2 + p["y"]
+            nni.report_final_result({"default": f1, "f1": f1, "f2": f2, "c": 0.2 - p["x"]})
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}, y: {_type: uniform, _value: [0, 1]}}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 3
+            maxTrialNumber: 24
+            tuner: %s
+            """ % (sys.executable, tmp, tmp, tuner_yaml))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 24)
+        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in trials), trials)
+        self.assertEqual(summary["objectives"], {"f1": "minimize", "f2": "minimize"})
+        self.assertEqual(summary["constraints"], ["c"])
+        feasible = [t for t in trials if t["final_result"]["c"] <= 0]
+        self.assertTrue(feasible, trials)
+        if require_infeasible:
+            self.assertLess(len(feasible), len(trials), trials)
+
+        def dominates(a, b):
+            ra, rb = a["final_result"], b["final_result"]
+            return (ra["f1"] <= rb["f1"] and ra["f2"] <= rb["f2"]
+                    and (ra["f1"] < rb["f1"] or ra["f2"] < rb["f2"]))
+
+        expected = [t["trial_id"] for t in feasible
+                    if not any(dominates(o, t) for o in feasible)]
+        self.assertTrue(expected)
+        self.assertEqual(summary["pareto_front"], expected)
+        self.assertEqual(summary["best"], expected)
+        self.assertIn("Pareto front: %d trial(s)" % len(expected), proc.stdout)
+        return tmp, summary, trials, expected
+
+
+class RunCommandTest(RunCase):
+    """`tunehost run EXPERIMENT.yaml`: the README's first command, end to end."""
+
+    def test_example_experiment_finishes_every_trial(self):
+        text = self.example_config("tunehost-example-")
+        proc, summary = self.run_experiment(text)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(summary["status"], "DONE")
+        trials = summary["trials"]
+        self.assertEqual(len(trials), 24)
+        self.assertEqual(sorted(t["sequence_id"] for t in trials), list(range(24)))
+        self.assertEqual(len({t["trial_id"] for t in trials}), 24)
+        for t in trials:
+            self.assertIn(t["status"], TERMINAL)
+        succeeded = [t for t in trials if t["status"] == "SUCCEEDED"]
+        self.assertTrue(succeeded)
+        for t in succeeded:
+            self.assertIsNotNone(t["final_metric"])
+            self.assertGreaterEqual(t["final_metric"], 0.0)
+            self.assertLessEqual(t["final_metric"], 1.0)
+        best = max(t["final_metric"] for t in succeeded)
+        self.assertIn("%.4f" % best, proc.stdout)
 
     def test_nni_v1_config_runs_as_written(self):
         # NNI's older format, keys as its examples had them: converted with
@@ -273,43 +332,6 @@ class RunCommandTest(unittest.TestCase):
         self.assertIn("no tuner plugin named 'tpe' in %s (available: random)" % first,
                       proc.stderr)
 
-    def nni_script_experiment(self, env=None):
-        """An NNI trial script with its own `import nni`, run as NNI's docs
-        write one; returns (proc, summary)."""
-        tmp = tempfile.mkdtemp(prefix="tunehost-nni-import-")
-        write(os.path.join(tmp, "trial.py"), """
-            import nni
-
-            params = nni.get_next_parameter()
-            for epoch in range(3):
-                nni.report_intermediate_result(params["x"] * (epoch + 1))
-            try:
-                from nni.compression import PRUNER  # one of a real NNI's other modules
-            except ImportError:
-                PRUNER = None
-            nni.report_final_result({"default": params["x"] * 10, "where": nni.__file__,
-                                     "pruner": PRUNER})
-            """)
-        config = write(os.path.join(tmp, "config.yml"), """
-            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
-            trialCommand: %s trial.py
-            trialCodeDirectory: .
-            trialConcurrency: 2
-            maxTrialNumber: 4
-            experimentWorkingDirectory: wd
-            tuner: {name: TPE, classArgs: {optimize_mode: maximize}}
-            """ % sys.executable)
-        summary = os.path.join(tmp, "summary.json")
-        full_env = dict(os.environ)
-        # What a user has: not the test's PYTHONPATH to tools/python.
-        full_env.pop("PYTHONPATH", None)
-        full_env.update(env or {})
-        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR,
-                               "--summary-json", summary],
-                              cwd=tmp, capture_output=True, text=True, timeout=180, env=full_env)
-        with open(summary, encoding="utf-8") as f:
-            return proc, json.load(f)
-
     def test_an_nni_trial_script_runs_with_its_own_import(self):
         proc, summary = self.nni_script_experiment()
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -347,24 +369,6 @@ class RunCommandTest(unittest.TestCase):
         # The user's NNI reports nowhere: trials succeed without a metric.
         for t in summary["trials"]:
             self.assertIsNone(t["final_metric"], t)
-
-    def failing_experiment(self, extra=""):
-        tmp = tempfile.mkdtemp(prefix="tunehost-failing-")
-        write(os.path.join(tmp, "trial.py"), """
-            import sys
-            print("loading data", file=sys.stderr)
-            import a_module_that_is_not_there
-            """)
-        return self.run_experiment("""
-            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
-            trialCommand: %s trial.py
-            trialCodeDirectory: %s
-            experimentWorkingDirectory: %s
-            trialConcurrency: 1
-            maxTrialNumber: 4
-            tuner: {name: random}
-            %s
-            """ % (sys.executable, tmp, tmp, extra))
 
     def test_failing_trials_say_why_and_a_run_of_failures_exits_nonzero(self):
         proc, summary = self.failing_experiment()
@@ -416,6 +420,73 @@ class RunCommandTest(unittest.TestCase):
         proc, summary = run("tunehost: {maxResultBytes: 1048576}")
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(summary["trials"][0]["final_metric"], 0.5)
+
+    def test_bad_config_names_the_key_and_exits_2(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-bad-")
+        config = write(os.path.join(tmp, "experiment.yaml"), """
+            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
+            trialConcurrency: 1
+            tuner: {name: random}
+            """)
+        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("trialCommand", proc.stderr + proc.stdout)
+
+
+class AlgorithmRunTest(RunCase):
+    """Each algorithm through `tunehost run`: the plugin, the host and real
+    workers together, as NNI names and configures it."""
+
+    def test_the_example_runs_with_the_cmaes_tuner(self):
+        self.run_example_with_tuner(
+            "tunehost-cmaes-",
+            "  name: cmaes\n  classArgs: {seed: 7, popsize: 4, optimize_mode: maximize}")
+
+    def test_the_example_runs_with_nnis_gptuner_as_nni_names_it(self):
+        # NNI's builtin name and arguments: the gp tuner runs them.
+        self.run_example_with_tuner(
+            "tunehost-gp-",
+            "  name: GPTuner\n  classArgs: {optimize_mode: maximize, utility: ei, kappa: 5.0, "
+            "xi: 0.0, nu: 2.5, alpha: 1e-6, cold_start_num: 5, selection_num_warm_up: 5000, "
+            "selection_num_starting_points: 20}")
+
+    def test_medianstop_stops_a_bad_trial(self):
+        tmp = tempfile.mkdtemp(prefix="tunehost-medianstop-")
+        write(os.path.join(tmp, "trial.py"), """
+            import json, os, time
+            p = json.loads(os.environ["TUNEHOST_PARAMETERS"])
+            out = os.fdopen(int(os.environ["TUNEHOST_METRIC_FD"]), "w", buffering=1)
+            for step in range(8):
+                out.write(json.dumps({"value": p["x"]}) + "\\n")
+                out.flush()
+                time.sleep(0.15)
+            out.write(json.dumps({"type": "FINAL", "value": p["x"]}) + "\\n")
+            """)
+        proc, summary = self.run_experiment("""
+            searchSpace:
+              x: {_type: uniform, _value: [0, 1]}
+            trialCommand: %s trial.py
+            trialCodeDirectory: %s
+            experimentWorkingDirectory: %s
+            trialConcurrency: 1
+            maxTrialNumber: 10
+            tuner: {name: random, classArgs: {seed: 3}}
+            assessor: {name: medianstop, classArgs: {optimize_mode: maximize, start_step: 2}}
+            """ % (sys.executable, tmp, tmp))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        statuses = collections.Counter(t["status"] for t in summary["trials"])
+        self.assertEqual(sum(statuses.values()), 10)
+        self.assertGreaterEqual(statuses["EARLY_STOPPED"], 1, statuses)
+        finished = [t for t in summary["trials"] if t["status"] == "SUCCEEDED"]
+        for t in summary["trials"]:
+            if t["status"] != "EARLY_STOPPED":
+                continue
+            # Stopped only when worse than the median of what succeeded before it.
+            before = [f["final_metric"] for f in finished if f["sequence_id"] < t["sequence_id"]]
+            self.assertTrue(before)
+            before.sort()
+            self.assertLess(t["parameters"]["x"], before[(len(before) - 1) // 2])
 
     def test_exhausted_grid_finishes_the_experiment(self):
         # NNI's exhausted grid never reaches DONE; here the experiment ends
@@ -505,56 +576,6 @@ class RunCommandTest(unittest.TestCase):
             moved = [p for p in by_step[step] if os.path.dirname(p["load_checkpoint_dir"])
                      != os.path.dirname(p["save_checkpoint_dir"])]
             self.assertEqual(len(moved), 1, by_step[step])
-
-    def multi_objective_run(self, tuner_yaml, require_infeasible=True):
-        # A trial reports a map: the metric ("default"), two objectives and a
-        # constraint value (<= 0 is feasible). The summary's front must be
-        # exactly the feasible trials no other feasible trial dominates.
-        # require_infeasible: the run must hold an infeasible trial (a tuner
-        # that learns the constraint may keep every trial feasible).
-        # Returns (tmp, summary, trials, expected front).
-        tmp = tempfile.mkdtemp(prefix="tunehost-pareto-")
-        write(os.path.join(tmp, "trial.py"), """
-            import nni
-
-            p = nni.get_next_parameter()
-            f1 = p["x"]
-            f2 = (1 - p["x"]) ** 2 + p["y"]
-            nni.report_final_result({"default": f1, "f1": f1, "f2": f2, "c": 0.2 - p["x"]})
-            """)
-        proc, summary = self.run_experiment("""
-            searchSpace: {x: {_type: uniform, _value: [0, 1]}, y: {_type: uniform, _value: [0, 1]}}
-            trialCommand: %s trial.py
-            trialCodeDirectory: %s
-            experimentWorkingDirectory: %s
-            trialConcurrency: 3
-            maxTrialNumber: 24
-            tuner: %s
-            """ % (sys.executable, tmp, tmp, tuner_yaml))
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        self.assertEqual(summary["status"], "DONE")
-        trials = summary["trials"]
-        self.assertEqual(len(trials), 24)
-        self.assertTrue(all(t["status"] == "SUCCEEDED" for t in trials), trials)
-        self.assertEqual(summary["objectives"], {"f1": "minimize", "f2": "minimize"})
-        self.assertEqual(summary["constraints"], ["c"])
-        feasible = [t for t in trials if t["final_result"]["c"] <= 0]
-        self.assertTrue(feasible, trials)
-        if require_infeasible:
-            self.assertLess(len(feasible), len(trials), trials)
-
-        def dominates(a, b):
-            ra, rb = a["final_result"], b["final_result"]
-            return (ra["f1"] <= rb["f1"] and ra["f2"] <= rb["f2"]
-                    and (ra["f1"] < rb["f1"] or ra["f2"] < rb["f2"]))
-
-        expected = [t["trial_id"] for t in feasible
-                    if not any(dominates(o, t) for o in feasible)]
-        self.assertTrue(expected)
-        self.assertEqual(summary["pareto_front"], expected)
-        self.assertEqual(summary["best"], expected)
-        self.assertIn("Pareto front: %d trial(s)" % len(expected), proc.stdout)
-        return tmp, summary, trials, expected
 
     def test_motpe_tpe_with_objectives_gives_the_feasible_pareto_front(self):
         # NNI's name for tpe, with objectives and a constraint: MOTPE.
@@ -669,18 +690,6 @@ class RunCommandTest(unittest.TestCase):
         self.assertEqual(len(summary["trials"]), 10)
         for t in summary["trials"]:
             self.assertIn(t["status"], TERMINAL)
-
-    def test_bad_config_names_the_key_and_exits_2(self):
-        tmp = tempfile.mkdtemp(prefix="tunehost-bad-")
-        config = write(os.path.join(tmp, "experiment.yaml"), """
-            searchSpace: {x: {_type: uniform, _value: [0, 1]}}
-            trialConcurrency: 1
-            tuner: {name: random}
-            """)
-        proc = subprocess.run([harness.TUNEHOST, "run", config, "--plugins", harness.PLUGIN_DIR],
-                              capture_output=True, text=True, timeout=60)
-        self.assertEqual(proc.returncode, 2)
-        self.assertIn("trialCommand", proc.stderr + proc.stdout)
 
 
 if __name__ == "__main__":

@@ -439,6 +439,11 @@ class StoreAndResumeTest(unittest.TestCase):
         pid = int(out.stdout.split()[0])
         wait_for(lambda: process_gone(pid), 20, "the orphaned worker to exit")
 
+
+class ExperimentCommandsTest(unittest.TestCase):
+    """resume, --detach, deduplication, a raised concurrency and the errors of
+    `tunehost run`, each on a real host with its store."""
+
     def test_stopped_experiment_resumes_its_cancelled_trials(self):
         exp = Experiment(self, trials=4, concurrency=2, steps=200, pause=0.01, exp_id="stopped")
         exp.start("run")
