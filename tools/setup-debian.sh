@@ -14,7 +14,7 @@ test_packages=()
 if [[ ${1:-} == --test ]]; then
   test_packages=(clang libclang-rt-14-dev slurmctld slurmd slurm-client munge iproute2
                  procps python3-yaml chromium chromium-driver python3-selenium fonts-dejavu-core
-                 openssl)
+                 openssl universal-ctags)
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
