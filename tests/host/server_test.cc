@@ -266,6 +266,9 @@ TEST_F(ServerTest, SlowTunerNeverDelaysAssessment) {
 // acks "spans" gets consecutive results acknowledged together, each exactly
 // once; a worker that does not say so gets one MA per result.
 TEST_F(ServerTest, AckSpansCoverEveryResultOnceForWorkersThatTakeThem) {
+  // The worker sends no heartbeats during its burst: liveness (3 intervals)
+  // must outlast it on a loaded machine.
+  heartbeat_interval_ = milliseconds(2000);
   StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
   Hello(1, p::WorkerHello::kAckSpans);
   auto job = NextJob();
@@ -282,6 +285,9 @@ TEST_F(ServerTest, AckSpansCoverEveryResultOnceForWorkersThatTakeThem) {
 }
 
 TEST_F(ServerTest, WorkersWithoutAckSpansGetOneAckPerResult) {
+  // The worker sends no heartbeats during its burst: liveness (3 intervals)
+  // must outlast it on a loaded machine.
+  heartbeat_interval_ = milliseconds(2000);
   StartServer(/*concurrency=*/1, /*max_trials=*/1, /*assessor=*/false);
   Hello(1, "something else");
   auto job = NextJob();
