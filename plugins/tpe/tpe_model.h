@@ -10,6 +10,8 @@
 //
 // Incremental: Add() inserts an observation into per-parameter structures
 // kept sorted by loss and by value; Suggest() reads them without sorting.
+// The samplers are UnivariateSampler (tpe_univariate.h) and JointSampler
+// (tpe_joint.h); tpe_parzen.h holds what they share.
 #pragma once
 
 #include <cstdint>

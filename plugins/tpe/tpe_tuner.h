@@ -1,6 +1,7 @@
 // The `tpe` tuner (org.tunehost.tpe): NNI's TPE tuner (NNI >= 2.6, its own
 // implementation) with NNI's arguments and defaults, plus a `multivariate`
-// option that is on by default. The model is in tpe_model.h.
+// option that is on by default. The model is in tpe_model.h, the constant
+// liar in tpe_liar.h, the tuner's state and its checkpoint in tpe_state.h.
 //
 // class_args: optimize_mode ("minimize" default, or "maximize"), seed,
 // objectives and constraints (below), and
@@ -69,10 +70,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,12 +79,12 @@
 
 #include <msgpack.hpp>
 
+#include "tpe_liar.h"
 #include "tpe_model.h"
+#include "tpe_state.h"
 #include "tunehost/sdk/cpp/helper.h"
 #include "tunehost/sdk/cpp/objectives.h"
-#include "tunehost/sdk/cpp/pareto.h"
 #include "tunehost/sdk/cpp/search_space.h"
-#include "tunehost/sdk/cpp/seen.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
@@ -94,7 +93,7 @@ class TpeTuner : public sdk::Tuner {
  public:
   static constexpr int kMaxRedraws = 16;
 
-  enum class Liar { kNone, kBest, kWorst, kMean };
+  using Liar = tpe::Liar;
 
   TpeTuner(sdk::HostRef host, const msgpack::object& class_args);
 
@@ -109,10 +108,10 @@ class TpeTuner : public sdk::Tuner {
 
   const tpe::Options& options() const { return options_; }
   bool maximize() const { return maximize_; }
-  Liar liar() const { return liar_; }
-  uint64_t seed() const { return seed_; }
-  size_t observations() const { return model_ ? model_->size() : 0; }
-  size_t running() const { return running_.size(); }
+  Liar liar() const { return liar_.kind(); }
+  uint64_t seed() const { return state_.seed; }
+  size_t observations() const { return state_.model ? state_.model->size() : 0; }
+  size_t running() const { return state_.running.size(); }
   // Multi-objective: the objectives and constraints (nullptr without).
   const sdk::ObjectiveSet* objective_set() const { return multi_ ? &*multi_ : nullptr; }
 
@@ -123,33 +122,17 @@ class TpeTuner : public sdk::Tuner {
   void Observe(const msgpack::object& parameters, const sdk::Assignment* x, size_t score);
   // Multi-objective: the model again from the observations in SplitOrder.
   void Reorder();
-  double Lie() const;
+  tpe::StateCodec Codec() const;
 
   tpe::Options options_;
   bool maximize_ = false;
-  Liar liar_ = Liar::kBest;
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
+  tpe::ConstantLiar liar_;
   std::unique_ptr<sdk::SearchSpace> space_;
-  std::unique_ptr<tpe::Model> model_;
-  // Generated and not yet ended: id -> configuration (internal format).
-  std::map<int64_t, sdk::Assignment> running_;
-  // Every result as the trial received its parameters, to carry the history
-  // over a search-space update: (parameters, loss).
-  std::vector<std::pair<sdk::OwnedObject, double>> results_;
-  sdk::SeenConfigurations seen_;
-  // Liar statistics over real losses.
-  std::optional<double> best_loss_;
-  std::optional<double> worst_loss_;
-  double loss_sum_ = 0;
-  int64_t loss_count_ = 0;
-  bool exhausted_ = false;
+  tpe::TunerState state_;
 
-  // Multi-objective only: scores_ parallel to results_ (whose losses are
-  // then 0), observed_ the configurations in the model with their score.
+  // Multi-objective only: the objectives, and whether the model's order is
+  // stale.
   std::optional<sdk::ObjectiveSet> multi_;
-  std::vector<sdk::Candidate> scores_;
-  std::vector<std::pair<sdk::Assignment, size_t>> observed_;
   bool reorder_ = false;
   size_t ordered_below_ = 0;  // the good group's size of the last order
 };
