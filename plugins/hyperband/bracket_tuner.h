@@ -20,7 +20,7 @@
 //     (finite) result, e.g. a failed one, ranks below every trial with a
 //     result, ties keep the order the configurations were issued in; NNI
 //     leaves such trials out of the ranking and crashes (IndexError) when
-//     fewer than n_{i+1} trials of a round reported (issue #2467 is a
+//     fewer than n_{i+1} trials of a round reported (microsoft/nni issue 2467 is a
 //     relative of that).
 //   - Serial mode starts the next bracket once every trial of the current
 //     bracket has ended (what NNI's documentation says: "the next bucket
