@@ -85,15 +85,16 @@ def python_classes(root):
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef):
-                body = lines[node.lineno - 1:node.end_lineno]
                 # Docstrings count as comments.
-                code = code_lines(body)
+                docs = set()
                 for sub in ast.walk(node):
                     if (isinstance(sub, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                             and ast.get_docstring(sub, clean=False) is not None):
                         doc = sub.body[0]
-                        code -= doc.end_lineno - doc.lineno + 1
-                sizes[f"{path.relative_to(root)}:{node.name}"] = (code, len(body))
+                        docs.update(range(doc.lineno, doc.end_lineno + 1))
+                numbers = range(node.lineno, node.end_lineno + 1)
+                code = code_lines(lines[n - 1] for n in numbers if n not in docs)
+                sizes[f"{path.relative_to(root)}:{node.name}"] = (code, len(numbers))
     return sizes
 
 
