@@ -49,6 +49,7 @@ class JointSampler {
   };
 
   double Bandwidth(const sdk::Parameter& p, size_t count) const;
+  double CategorySpread(const Group& g) const;
   void FinishGroup(Group& g) const;
   double LogPdf(const Group& g, const double* x, std::vector<double>& terms) const;
   // A draw from component j of the good group (j == size(): the prior).

