@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
 #include "tunehost/sdk/cpp/class_args.h"
+#include "tunehost/sdk/cpp/import.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
@@ -43,6 +45,78 @@ std::string DefaultCheckpointDir(uint64_t seed) {
 std::string StringAt(const msgpack::object& a, uint32_t i, const char* what) {
   if (!sdk::IsString(a.via.array.ptr[i])) BadState(std::string("bad ") + what);
   return std::string(sdk::StringView(a.via.array.ptr[i]));
+}
+
+// One imported record as PBT reads it: where the trial saved, the step that
+// directory names and what it scored.
+struct Imported {
+  std::string save_dir;
+  sdk::Assignment config;
+  double metric;  // NaN: failed or no result (the worst score)
+};
+
+// The records of the last step that every one of `population` members
+// finished (NNI's PBTTuner.import_data: records grouped by the step their
+// save_checkpoint_dir names; an incomplete last step is not used). Returns
+// why the import is abandoned, or "".
+std::string ReadImported(const msgpack::object& records, const sdk::SearchSpace& space,
+                         int64_t population, int64_t& step, std::vector<Imported>& out) {
+  if (records.type != msgpack::type::ARRAY) return "import data must be an array of records";
+  std::map<int64_t, std::vector<Imported>> steps;
+  for (uint32_t i = 0; i < records.via.array.size; ++i) {
+    const std::string where = "record " + std::to_string(i) + ": ";
+    const msgpack::object& record = records.via.array.ptr[i];
+    const msgpack::object* params = sdk::FindKey(record, "parameters");
+    if (params == nullptr) params = sdk::FindKey(record, "parameter");
+    if (params == nullptr || params->type != msgpack::type::MAP) return where + "no parameter map";
+    const msgpack::object* save = sdk::FindKey(*params, kSaveKey);
+    if (save == nullptr || !sdk::IsString(*save)) {
+      return where + "no " + std::string(kSaveKey) + " (not a record of a pbt trial)";
+    }
+    Imported r;
+    r.save_dir = std::string(sdk::StringView(*save));
+    const std::string leaf = std::filesystem::path(r.save_dir).filename().string();
+    if (leaf.empty() || leaf.size() > 9 ||
+        leaf.find_first_not_of("0123456789") != std::string::npos) {
+      return where + std::string(kSaveKey) + " \"" + r.save_dir + "\" does not end in a step number";
+    }
+    std::optional<sdk::Assignment> config = space.TryFromParameters(*params);
+    if (!config) return where + "the parameters do not fit the search space";
+    r.config = std::move(*config);
+    // NNI counts a failed trial (no value) as the worst score; so do we. (NNI
+    // also takes a value of 0 for a failure, which we do not.)
+    r.metric = std::numeric_limits<double>::quiet_NaN();
+    if (const msgpack::object* value = sdk::FindKey(record, "value"); value != nullptr) {
+      try {
+        r.metric = sdk::MetricScalar(*value, "value");
+      } catch (const sdk::Error&) {
+      }
+    }
+    steps[std::stoll(leaf)].push_back(std::move(r));
+  }
+  if (steps.empty()) return "no records";
+  auto last = std::prev(steps.end());
+  if (static_cast<int64_t>(last->second.size()) < population) {
+    if (last == steps.begin() || std::prev(last)->first != last->first - 1) {
+      return "no step has a record for every one of the " + std::to_string(population) +
+             " members";
+    }
+    --last;
+  }
+  if (static_cast<int64_t>(last->second.size()) != population) {
+    return "step " + std::to_string(last->first) + " has " +
+           std::to_string(last->second.size()) + " records for a population of " +
+           std::to_string(population);
+  }
+  for (const Imported& r : last->second) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(r.save_dir, ec)) {
+      return "checkpoint directory " + r.save_dir + " does not exist";
+    }
+  }
+  step = last->first;
+  out = std::move(last->second);
+  return "";
 }
 
 }  // namespace
@@ -234,6 +308,35 @@ void PbtTuner::NextStep() {
       --pos_;
     }
   }
+}
+
+// NNI's PBTTuner.import_data, which resumes a run from its records: the
+// last step that every member finished (a record each) becomes the
+// finished step, and the next step starts from it as if its trials had
+// just reported. Only before the first trial, as NNI. Anything else in the
+// records leaves the tuner as it was, with a warning that says why.
+void PbtTuner::ImportData(const msgpack::object& records) {
+  std::string why = "trials were already handed out";
+  int64_t step = 0;
+  std::vector<Imported> last;
+  if (step_ == 0 && pos_ < 0) why = ReadImported(records, Space(), population_size_, step, last);
+  if (!why.empty()) {
+    host().Warn("pbt: import abandoned, the run starts from scratch: " + why);
+    return;
+  }
+  population_.clear();
+  finished_.clear();
+  for (Imported& r : last) {
+    Member m;
+    m.checkpoint_dir = std::filesystem::path(r.save_dir).parent_path().string();
+    m.config = std::move(r.config);
+    m.load_dir = m.save_dir = r.save_dir;
+    m.score = FitnessOf(r.metric);
+    finished_.push_back(population_.size());
+    population_.push_back(std::move(m));
+  }
+  step_ = step;
+  NextStep();
 }
 
 sdk::Assignment PbtTuner::Perturb(const sdk::Assignment& config) {

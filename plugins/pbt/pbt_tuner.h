@@ -38,8 +38,13 @@
 //     save_checkpoint_dir are refused with the key named (NNI fails later).
 //   - A new search space starts a new population at the current step;
 //     running trials of the old one are dropped with a warning.
-//   - import_data (NNI's resume from records) is not supported: tunehost
-//     resumes from the tuner's saved state instead.
+//   - import_data (NNI's resume from records) resumes from the last step
+//     every member finished, as NNI; records of an unfinished later step are
+//     not used (NNI the same). What NNI asserts or crashes on (a step with
+//     more records than members, a directory that is not a step number) and
+//     a missing checkpoint directory abandon the import with a warning; a
+//     value of 0 is a score (NNI takes it for a failure). tunehost also
+//     resumes from the tuner's saved state, which needs no records.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +88,7 @@ class PbtTuner : public sdk::Tuner {
   void ReceiveTrialResult(int64_t parameter_id, const msgpack::object& parameters,
                           const msgpack::object& value, double scalar, bool customized) override;
   void TrialEnd(int64_t parameter_id, bool success) override;
+  void ImportData(const msgpack::object& records) override;
   std::string SaveState() override;
   void LoadState(std::string_view state) override;
 

@@ -233,7 +233,6 @@ std::vector<TunerRow> TunerRows() {
     r.bad_space_key = "conform_nested_key";
     r.wrong_arg = {{"fraction", 0}};
     r.wrong_arg_name = "fraction";
-    r.imports = false;  // resumes from its saved state, not from records
     r.string_keys = {"load_checkpoint_dir", "save_checkpoint_dir"};
     add(r);
   }

@@ -2,19 +2,22 @@
 // directories per member and step, synchronous steps with credit served
 // through send_trial, exploit of the bottom fraction from the top, explore by
 // perturbation per parameter type), failures as the worst score, class_args,
-// search space validation, seeded reproducibility and saved state.
+// search space validation, seeded reproducibility, saved state and NNI's
+// import_data (resume from records).
 #include "pbt/pbt_tuner.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdlib.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,6 +269,106 @@ TEST(PbtTest, SameSeedSameRunAndSavedStateContinuesExactly) {
               {"pbt"});
   auto minimize = MakePbt(h3, {{"optimize_mode", "minimize"}});
   ExpectError([&] { minimize->LoadState(state); }, TH_INVALID_ARGUMENT, {"optimize_mode"});
+}
+
+// A fresh directory under the system's temporary one, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "pbt-import-XXXXXX").string();
+    path_ = mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Dir(int member, int step) const {
+    std::filesystem::path d = std::filesystem::path(path_) / std::to_string(member) /
+                              std::to_string(step);
+    std::filesystem::create_directories(d);
+    return d.string();
+  }
+
+ private:
+  std::string path_;
+};
+
+// An NNI import record of a pbt trial: member's u = `u`, saved at `save`.
+Json Record(double u, const std::string& save, std::optional<double> value) {
+  Json params = {{"lr", 0.01}, {"u", u}, {"n", 3}, {"q", 50}, {"c", "b"},
+                 {"load_checkpoint_dir", save}, {"save_checkpoint_dir", save}};
+  Json r = {{"parameter", params}};
+  if (value) r["value"] = *value;
+  return r;
+}
+
+// NNI's import_data: the last step with a record of every member is taken as
+// finished and the next one starts from it (the bottom from a top member's
+// checkpoint); a later, incomplete step is not used.
+TEST(PbtTest, ImportResumesAfterTheLastStepEveryMemberFinished) {
+  TempDir tmp;
+  Json records = Json::array();
+  for (int i = 0; i < 5; ++i) records.push_back(Record(i, tmp.Dir(i, 0), i));
+  // Step 1: member 0 failed (no value: the worst), member 1 scored 0, which
+  // is a score (NNI takes 0 for a failure, and would replace member 1).
+  records.push_back(Record(0, tmp.Dir(0, 1), std::nullopt));
+  records.push_back(Record(1, tmp.Dir(1, 1), 0.0));
+  for (int i = 2; i < 5; ++i) records.push_back(Record(i, tmp.Dir(i, 1), 10.0 * i));
+  for (int i = 0; i < 3; ++i) records.push_back(Record(i, tmp.Dir(i, 2), 100.0));
+  RecordingHost host;
+  auto t = MakePbt(host, Json::object());
+  Import(*t, records);
+  EXPECT_EQ(t->step(), 2);
+  std::map<std::string, Json> by_save;
+  for (const Json& p : GenerateNJson(*t, 5)) by_save[p["save_checkpoint_dir"]] = p;
+  ASSERT_EQ(by_save.size(), 5u);
+  for (int i = 1; i < 5; ++i) {
+    const Json& p = by_save.at(tmp.Dir(i, 2));
+    EXPECT_EQ(p["load_checkpoint_dir"], tmp.Dir(i, 1)) << "member " << i << " continues";
+    EXPECT_DOUBLE_EQ(p["u"].get<double>(), i);
+  }
+  EXPECT_EQ(by_save.at(tmp.Dir(0, 2))["load_checkpoint_dir"], tmp.Dir(4, 1))
+      << "the failed member continues from the top member's checkpoint";
+  EXPECT_FALSE(host.Logged(TH_LOG_WARNING, "import"));
+}
+
+// What NNI asserts or crashes on, and what it abandons, leaves the tuner at
+// step 0 with a warning that says why.
+TEST(PbtTest, ABadImportIsAbandonedWithAReason) {
+  TempDir tmp;
+  Json full = Json::array();
+  for (int i = 0; i < 5; ++i) full.push_back(Record(i, tmp.Dir(i, 0), i));
+  auto with = [&](const std::function<void(Json&)>& change) {
+    Json r = full;
+    change(r);
+    return r;
+  };
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {Json::array(), "no records"},
+      {Json::object(), "must be an array"},
+      {with([](Json& r) { r[2]["parameter"].erase("save_checkpoint_dir"); }),
+       "no save_checkpoint_dir"},
+      {with([](Json& r) { r[2]["parameter"]["save_checkpoint_dir"] = "/ck/2/last"; }),
+       "does not end in a step number"},
+      {with([](Json& r) { r[2]["parameter"]["c"] = "zz"; }), "do not fit the search space"},
+      {with([](Json& r) { r.erase(r.begin()); }), "no step has a record for every one"},
+      {with([&](Json& r) { r.push_back(Record(1, tmp.Dir(5, 0), 1)); }), "6 records"},
+      {with([](Json& r) { r[3]["parameter"]["save_checkpoint_dir"] = "/no/such/dir/3/0"; }),
+       "/no/such/dir/3/0 does not exist"},
+  };
+  for (const auto& [records, why] : cases) {
+    RecordingHost host;
+    auto t = MakePbt(host, Json::object());
+    Import(*t, records);
+    EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "import abandoned")) << why;
+    EXPECT_TRUE(host.Logged(TH_LOG_WARNING, why)) << records.dump();
+    EXPECT_EQ(t->step(), 0);
+    EXPECT_EQ(GenerateNJson(*t, 1)[0]["save_checkpoint_dir"], Dir(0, 0));
+  }
+  // Only before the first trial, as NNI.
+  RecordingHost host;
+  auto t = MakePbt(host, Json::object());
+  GenerateNJson(*t, 1);
+  Import(*t, full);
+  EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "trials were already handed out"));
+  EXPECT_EQ(t->step(), 0);
 }
 
 }  // namespace
