@@ -316,12 +316,16 @@ void PbtTuner::NextStep() {
 // just reported. Only before the first trial, as NNI. Anything else in the
 // records leaves the tuner as it was, with a warning that says why.
 void PbtTuner::ImportData(const msgpack::object& records) {
-  std::string why = "trials were already handed out";
+  const sdk::SearchSpace& space = Space();
+  if (step_ > 0 || pos_ >= 0) {  // e.g. results replayed after a restored checkpoint
+    host().Warn("pbt: imported records are not used once trials were handed out (NNI's PBT "
+                "imports only before its first trial)");
+    return;
+  }
   int64_t step = 0;
   std::vector<Imported> last;
-  if (step_ == 0 && pos_ < 0) why = ReadImported(records, Space(), population_size_, step, last);
-  if (!why.empty()) {
-    host().Warn("pbt: import abandoned, the run starts from scratch: " + why);
+  if (std::string why = ReadImported(records, space, population_size_, step, last); !why.empty()) {
+    host().Warn("pbt: import abandoned, the population starts from scratch: " + why);
     return;
   }
   population_.clear();

@@ -367,7 +367,7 @@ TEST(PbtTest, ABadImportIsAbandonedWithAReason) {
   auto t = MakePbt(host, Json::object());
   GenerateNJson(*t, 1);
   Import(*t, full);
-  EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "trials were already handed out"));
+  EXPECT_TRUE(host.Logged(TH_LOG_WARNING, "not used once trials were handed out"));
   EXPECT_EQ(t->step(), 0);
 }
 
