@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "tunehost/sdk/cpp/class_args.h"
-#include "tunehost/sdk/cpp/import.h"
 #include "tunehost/sdk/cpp/value.h"
 
 namespace tunehost::plugins {
