@@ -23,6 +23,10 @@ JointSampler::JointSampler(const sdk::SearchSpace* space, const Options& options
   }
 }
 
+JointSampler::JointSampler(const sdk::SearchSpace* space, const Options& options,
+                           std::vector<size_t> params)
+    : space_(space), options_(options), joint_(std::move(params)) {}
+
 // Bandwidth of a numeric dimension for a group of `count` observations:
 // Scott's rule, kJointBandwidth * prior sigma * n^(-1/(d+4)), never below
 // sigma / 100. Optuna's multivariate TPE uses 0.2 (its source calls the
@@ -153,14 +157,15 @@ void JointSampler::Sample(const Group& g, size_t j, std::mt19937_64& rng, double
   }
 }
 
-// Joint suggestion of the always-active parameters (multivariate TPE:
-// product kernels with a Scott-rule bandwidth, as Optuna's
-// multivariate=True, narrower).
-void JointSampler::Suggest(const std::vector<sdk::Assignment>& xs, const std::vector<double>& losses,
+// Joint suggestion of the group's parameters (multivariate TPE: product
+// kernels with a Scott-rule bandwidth, as Optuna's multivariate=True,
+// narrower).
+void JointSampler::Suggest(const std::vector<sdk::Assignment>& xs,
+                           const std::vector<uint32_t>* members, const std::vector<double>& losses,
                            const std::vector<uint32_t>& by_loss,
-                           const std::vector<sdk::Assignment>& pending, double lie,
+                           const std::vector<const sdk::Assignment*>& pending, double lie,
                            std::mt19937_64& rng, sdk::Assignment& out) const {
-  const size_t real = xs.size();
+  const size_t real = losses.size();
   const size_t n = real + pending.size();
   const size_t n_below = NBelow(options_, n);
   const LossOrder& order = Order(by_loss, losses, pending.size(), lie);
@@ -176,8 +181,8 @@ void JointSampler::Suggest(const std::vector<sdk::Assignment>& xs, const std::ve
     for (size_t d = 0; d < dims; ++d) g.values.push_back(a[joint_[d]].value_or(0.0));
     g.log_w.push_back(std::log(GroupWeight(options_, pos, n_below, n, 0)));
   };
-  for (size_t i = 0; i < real; ++i) add(xs[i], order.real_pos[i]);
-  for (size_t j = 0; j < pending.size(); ++j) add(pending[j], order.lie_start + j);
+  for (size_t i = 0; i < real; ++i) add(xs[members ? (*members)[i] : i], order.real_pos[i]);
+  for (size_t j = 0; j < pending.size(); ++j) add(*pending[j], order.lie_start + j);
   FinishGroup(good);
   FinishGroup(bad);
 

@@ -1,13 +1,16 @@
 // The TPE model's joint sampler (tunehost's default, `multivariate: true`):
-// the always-active parameters drawn together from product kernels with a
-// Scott-rule bandwidth, as Optuna's TPESampler(multivariate=True)
-// (optuna/samplers/_tpe/parzen_estimator.py), narrower (Bandwidth says why).
-// Parameters under nested choices are left to the per-parameter sampler.
+// a group of parameters that are active together drawn together from
+// product kernels with a Scott-rule bandwidth, as Optuna's
+// TPESampler(multivariate=True) (optuna/samplers/_tpe/parzen_estimator.py),
+// narrower (Bandwidth says why). The model (tpe_model.cc) keeps one for the
+// always-active parameters and, with Options::group, one per nested option
+// for the parameters directly under it (Optuna's group=True).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "tpe_model.h"
@@ -17,20 +20,26 @@ namespace tunehost::plugins::tpe {
 
 class JointSampler {
  public:
-  // `space` is borrowed and must outlive the sampler. Without
-  // options.multivariate no parameter is modelled jointly.
+  // `space` is borrowed and must outlive the sampler. The always-active
+  // parameters; none without options.multivariate.
   JointSampler(const sdk::SearchSpace* space, const Options& options);
+  // The parameters `params` (indices into the space's params), which must be
+  // active together.
+  JointSampler(const sdk::SearchSpace* space, const Options& options, std::vector<size_t> params);
 
   // The parameters modelled jointly (indices into the space's params).
   const std::vector<size_t>& params() const { return joint_; }
   bool empty() const { return joint_.empty(); }
 
-  // Sets out[i] for every joint parameter i from the observations `xs` with
-  // `losses` (arrival order; `by_loss` their indices sorted by loss) and
-  // `pending` configurations counted with loss `lie` (NNI's constant liar).
-  void Suggest(const std::vector<sdk::Assignment>& xs, const std::vector<double>& losses,
-               const std::vector<uint32_t>& by_loss, const std::vector<sdk::Assignment>& pending,
-               double lie, std::mt19937_64& rng, sdk::Assignment& out) const;
+  // Sets out[i] for every joint parameter i from the observations
+  // xs[members[k]] with losses[k] (arrival order; `by_loss` the k sorted by
+  // loss; no `members`: every xs) and the `pending` configurations counted
+  // with loss `lie` (NNI's constant liar). Every observation and pending
+  // configuration given must have the parameters active.
+  void Suggest(const std::vector<sdk::Assignment>& xs, const std::vector<uint32_t>* members,
+               const std::vector<double>& losses, const std::vector<uint32_t>& by_loss,
+               const std::vector<const sdk::Assignment*>& pending, double lie,
+               std::mt19937_64& rng, sdk::Assignment& out) const;
 
  private:
   // One group of the joint model: observations as rows of `values`

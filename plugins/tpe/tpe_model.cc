@@ -1,6 +1,8 @@
 #include "tpe_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "tpe_joint.h"
@@ -24,10 +26,34 @@ struct Model::Impl {
   UnivariateSampler univariate;
   // Multivariate: parameters modelled jointly (always active).
   JointSampler joint;
+  // Multivariate with Options::group: the parameters directly under one
+  // nested option, modelled jointly from the observations that took it.
+  struct Branch {
+    JointSampler sampler;
+    size_t anchor;                 // its first parameter (all are active together)
+    std::vector<uint32_t> members;  // observations (indices into xs) that took it
+    ParamHistory history;          // their losses (values unused)
+  };
+  std::vector<Branch> branches;
 
   Impl(const sdk::SearchSpace* s, Options o)
       : space(s), options(o), univariate(s, options), joint(s, options) {
     per_param.resize(space->params().size());
+    if (!options.multivariate || !options.group) return;
+    // One branch per (parent, option), in the order of their first
+    // parameter: a parent is flattened before what is nested in it, so a
+    // branch is suggested after the one that holds its parent.
+    std::map<std::pair<int, int>, std::vector<size_t>> by_option;
+    for (size_t i = 0; i < space->params().size(); ++i) {
+      const sdk::Parameter& p = space->params()[i];
+      if (p.parent >= 0) by_option[{p.parent, p.parent_option}].push_back(i);
+    }
+    for (auto& [option, params] : by_option) {
+      const size_t anchor = params.front();
+      branches.push_back(Branch{JointSampler(space, options, std::move(params)), anchor, {}, {}});
+    }
+    std::sort(branches.begin(), branches.end(),
+              [](const Branch& a, const Branch& b) { return a.anchor < b.anchor; });
   }
 
   // `index` false: append only (a bulk load calls Reindex() at the end), so
@@ -44,26 +70,54 @@ struct Model::Impl {
         per_param[i].Append(*x[i], loss);
       }
     }
-    if (index) {
-      joint_losses.Add(0.0, loss);
-    } else {
-      joint_losses.Append(0.0, loss);
+    auto record = [&](ParamHistory& h) {
+      if (index) {
+        h.Add(0.0, loss);
+      } else {
+        h.Append(0.0, loss);
+      }
+    };
+    record(joint_losses);
+    for (Branch& b : branches) {
+      if (!x[b.anchor]) continue;
+      b.members.push_back(static_cast<uint32_t>(xs.size() - 1));
+      record(b.history);
     }
   }
   void Reindex() {
     for (ParamHistory& h : per_param) h.Reindex();
     joint_losses.Reindex();
+    for (Branch& b : branches) b.history.Reindex();
   }
 
   sdk::Assignment Suggest(std::mt19937_64& rng, const std::vector<sdk::Assignment>& pending,
                           double lie) const {
     const auto& params = space->params();
     sdk::Assignment a(params.size());
+    // The joint samplers start once the experiment as a whole is past its
+    // warm-up (Optuna's n_startup_trials), a branch from however many
+    // observations took it; the per-parameter sampler counts the
+    // parameter's own history (NNI).
     const bool joint_model =
         !joint.empty() && xs.size() + pending.size() >= static_cast<size_t>(options.n_startup_jobs);
-    if (joint_model) joint.Suggest(xs, losses, joint_losses.by_loss, pending, lie, rng, a);
+    std::vector<const sdk::Assignment*> lies;
+    std::vector<char> done(params.size(), 0);
+    if (joint_model) {
+      for (const sdk::Assignment& p : pending) lies.push_back(&p);
+      joint.Suggest(xs, nullptr, losses, joint_losses.by_loss, lies, lie, rng, a);
+      for (size_t i : joint.params()) done[i] = 1;
+      for (const Branch& b : branches) {
+        if (!space->IsActive(b.anchor, a)) continue;
+        lies.clear();
+        for (const sdk::Assignment& p : pending) {
+          if (p[b.anchor]) lies.push_back(&p);
+        }
+        b.sampler.Suggest(xs, &b.members, b.history.losses, b.history.by_loss, lies, lie, rng, a);
+        for (size_t i : b.sampler.params()) done[i] = 1;
+      }
+    }
     for (size_t i = 0; i < params.size(); ++i) {
-      if (joint_model && params[i].parent < 0) continue;
+      if (done[i]) continue;
       if (space->IsActive(i, a)) a[i] = univariate.Suggest(i, per_param[i], pending, lie, rng);
     }
     return a;

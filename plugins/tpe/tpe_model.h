@@ -5,8 +5,9 @@
 // Univariate (NNI): every parameter is modelled on its own from the trials in
 // which it was active. Multivariate (tunehost's default; Optuna's
 // multivariate TPE with a narrower bandwidth): the parameters that are
-// always active are modelled jointly, so interactions are learned;
-// parameters under nested choices stay univariate.
+// always active are modelled jointly, so interactions are learned, and (with
+// Options::group) so are the parameters directly under each nested option,
+// from the trials that took it.
 //
 // Incremental: Add() inserts an observation into per-parameter structures
 // kept sorted by loss and by value; Suggest() reads them without sorting.
@@ -39,6 +40,11 @@ struct Options {
   // randint as an ordered integer (Optuna's suggest_int) rather than NNI's
   // unordered category. TpeTuner sets it with multivariate unless told.
   bool ordered_randint = true;
+  // With multivariate: the parameters directly under each nested option are
+  // modelled jointly too, from the trials that took that option (Optuna's
+  // group=True); else they are per-parameter. TpeTuner sets it with
+  // multivariate unless told.
+  bool group = true;
 };
 
 class Model {

@@ -21,7 +21,7 @@ TpeTuner::TpeTuner(sdk::HostRef host, const msgpack::object& class_args) : Tuner
   sdk::ClassArgs tpe = args.Sub("tpe_args", {"constant_liar_type", "n_startup_jobs",
                                              "n_ei_candidates", "linear_forgetting",
                                              "prior_weight", "gamma", "multivariate",
-                                             "ordered_randint"});
+                                             "ordered_randint", "group"});
   if (tpe.IsNull("constant_liar_type")) {
     liar_ = tpe::ConstantLiar(Liar::kNone);
   } else {
@@ -39,6 +39,10 @@ TpeTuner::TpeTuner(sdk::HostRef host, const msgpack::object& class_args) : Tuner
   options_.gamma = tpe.Number("gamma", 0.25, 0.0, 1.0, /*min_exclusive=*/true);
   options_.multivariate = tpe.Bool("multivariate", true);
   options_.ordered_randint = tpe.Bool("ordered_randint", options_.multivariate);
+  options_.group = tpe.Bool("group", options_.multivariate);
+  if (options_.group && !options_.multivariate) {
+    throw tpe.Bad("group", "needs the joint model (multivariate: true); NNI's model has no groups");
+  }
   const std::string goal =
       multi_ ? std::to_string(multi_->objectives().size()) + " objective(s), " +
                    std::to_string(multi_->constraints().size()) + " constraint(s)"

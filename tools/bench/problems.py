@@ -388,6 +388,40 @@ COND_MODEL_SPACE = {"model": {"_type": "choice", "_value": [
      "weights": {"_type": "choice", "_value": ["uniform", "distance"]}}]}}
 
 
+def cond_sched(p):
+    """A learning-rate schedule: each schedule has its own parameters that
+    interact (a step schedule's total decay is set by the decay, the step
+    size and the shared epochs; a cosine schedule's best rate by its warmup),
+    and the best schedule is the narrowest one. Added 2026-11-29 to the
+    tuning half, after cond_optim (held-out) had shown the conditional gap."""
+    epochs, s = float(p["epochs"]), p["schedule"]
+    base = 0.3 * (math.log10(epochs / 120.0)) ** 2 + 0.1 * (math.log10(p["wd"]) + 4.0) ** 2
+    lr = math.log10(s["lr"])
+    if s["_name"] == "constant":
+        return _error(0.12, base + 0.5 * (lr + 2.5) ** 2)
+    if s["_name"] == "step":
+        total = math.log10(float(s["decay"])) * epochs / float(int(s["step_size"]))
+        return _error(0.07, base + 0.5 * (lr + 1.5) ** 2 + 0.2 * (total + 2.0) ** 2)
+    warmup = int(s["warmup"])
+    s_cos = (lr - (-1.2 + 0.04 * warmup)) ** 2 + 0.01 * (warmup - 5) ** 2
+    s_cos += 0.3 * (math.log10(s["min_ratio"]) + 2.0) ** 2
+    return _error(0.05, base + s_cos)
+
+
+COND_SCHED_SPACE = {
+    "epochs": {"_type": "quniform", "_value": [10, 200, 10]},
+    "wd": {"_type": "loguniform", "_value": [1e-6, 1e-1]},
+    "schedule": {"_type": "choice", "_value": [
+        {"_name": "constant", "lr": {"_type": "loguniform", "_value": [1e-5, 1.0]}},
+        {"_name": "step", "lr": {"_type": "loguniform", "_value": [1e-5, 1.0]},
+         "step_size": {"_type": "randint", "_value": [5, 51]},
+         "decay": {"_type": "uniform", "_value": [0.05, 0.95]}},
+        {"_name": "cosine", "lr": {"_type": "loguniform", "_value": [1e-5, 1.0]},
+         "warmup": {"_type": "randint", "_value": [0, 21]},
+         "min_ratio": {"_type": "loguniform", "_value": [1e-4, 1.0]}}]},
+}
+
+
 def cond_optim(p):
     """The learning rate scales with the batch (linear scaling rule); each
     optimizer has its own parameters and best learning rate."""
@@ -597,6 +631,10 @@ def all_problems():
                 {"model": {"_name": "svm", "C": 10 ** 1.5,
                            "kernel": {"_name": "rbf", "gamma": 10 ** -2.5}}},
                 note="3 models, a kernel choice nested in one"),
+        Problem("cond_sched", "conditional", TUNING, COND_SCHED_SPACE, cond_sched, 0.05,
+                {"epochs": 120, "wd": 1e-4, "schedule": {"_name": "cosine", "lr": 0.1,
+                                                         "warmup": 5, "min_ratio": 0.01}},
+                note="3 schedules with interacting parameters, shared epochs (added 2026-11-29)"),
         Problem("cond_optim", "conditional", HELD_OUT, COND_OPTIM_SPACE, cond_optim, 0.06,
                 {"batch": 64, "warmup": 5, "optimizer": {"_name": "adam", "lr": 1e-3,
                                                          "beta1": 0.9, "amsgrad": False}},
